@@ -1,0 +1,295 @@
+"""Typed views of the Kubernetes objects the scheduler reads.
+
+Only the fields a scheduler looks at are declared; everything else in the JSON is ignored on
+decode, which keeps decoding a watch event to a few microseconds. Field names are the API's
+camelCase names. An object from the API server is treated as a value: the cache
+replaces it on update and nothing mutates it.
+"""
+
+from __future__ import annotations
+
+from typing import Generic, TypeVar
+
+import msgspec
+
+T = TypeVar("T")
+
+
+class _Obj(msgspec.Struct, rename="camel", omit_defaults=True):
+    """Base of every API struct: camelCase on the wire, defaults left out on encode."""
+
+
+class OwnerReference(_Obj):
+    api_version: str = ""
+    kind: str = ""
+    name: str = ""
+    uid: str = ""
+    controller: bool | None = None
+
+
+class ObjectMeta(_Obj):
+    name: str = ""
+    generate_name: str = ""
+    namespace: str = ""
+    uid: str = ""
+    resource_version: str = ""
+    generation: int = 0
+    creation_timestamp: str | None = None
+    deletion_timestamp: str | None = None
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    owner_references: list[OwnerReference] = []
+
+
+class ListMeta(_Obj):
+    resource_version: str = ""
+    # Python keyword: the wire name is spelled out.
+    continue_: str = msgspec.field(default="", name="continue")
+
+
+# --- selectors -----------------------------------------------------------------------------
+
+
+class LabelSelectorRequirement(_Obj):
+    key: str
+    operator: str
+    values: list[str] = []
+
+
+class LabelSelector(_Obj):
+    match_labels: dict[str, str] = {}
+    match_expressions: list[LabelSelectorRequirement] = []
+
+
+class NodeSelectorRequirement(_Obj):
+    key: str
+    operator: str
+    values: list[str] = []
+
+
+class NodeSelectorTerm(_Obj):
+    match_expressions: list[NodeSelectorRequirement] = []
+    match_fields: list[NodeSelectorRequirement] = []
+
+
+class NodeSelector(_Obj):
+    node_selector_terms: list[NodeSelectorTerm] = []
+
+
+class PreferredSchedulingTerm(_Obj):
+    weight: int
+    preference: NodeSelectorTerm
+
+
+class NodeAffinity(_Obj):
+    required_during_scheduling_ignored_during_execution: NodeSelector | None = None
+    preferred_during_scheduling_ignored_during_execution: list[PreferredSchedulingTerm] = []
+
+
+class PodAffinityTerm(_Obj):
+    topology_key: str = ""
+    label_selector: LabelSelector | None = None
+    namespaces: list[str] = []
+    namespace_selector: LabelSelector | None = None
+    match_label_keys: list[str] = []
+    mismatch_label_keys: list[str] = []
+
+
+class WeightedPodAffinityTerm(_Obj):
+    weight: int
+    pod_affinity_term: PodAffinityTerm
+
+
+class PodAffinity(_Obj):
+    required_during_scheduling_ignored_during_execution: list[PodAffinityTerm] = []
+    preferred_during_scheduling_ignored_during_execution: list[WeightedPodAffinityTerm] = []
+
+
+class Affinity(_Obj):
+    node_affinity: NodeAffinity | None = None
+    pod_affinity: PodAffinity | None = None
+    pod_anti_affinity: PodAffinity | None = None
+
+
+# --- taints and tolerations ------------------------------------------------------------------
+
+
+class Taint(_Obj):
+    key: str
+    effect: str
+    value: str = ""
+    time_added: str | None = None
+
+
+class Toleration(_Obj):
+    key: str = ""
+    operator: str = ""
+    value: str = ""
+    effect: str = ""
+    toleration_seconds: int | None = None
+
+
+# --- pods ------------------------------------------------------------------------------------
+
+
+class ResourceRequirements(_Obj):
+    requests: dict[str, str] = {}
+    limits: dict[str, str] = {}
+
+
+class ContainerPort(_Obj):
+    container_port: int = 0
+    host_port: int = 0
+    protocol: str = "TCP"
+    host_ip: str = msgspec.field(default="", name="hostIP")
+    name: str = ""
+
+
+class Container(_Obj):
+    name: str = ""
+    image: str = ""
+    resources: ResourceRequirements = ResourceRequirements()
+    ports: list[ContainerPort] = []
+    # "Always" on an init container makes it a sidecar (restartable init container).
+    restart_policy: str | None = None
+
+
+class TopologySpreadConstraint(_Obj):
+    max_skew: int
+    topology_key: str
+    when_unsatisfiable: str
+    label_selector: LabelSelector | None = None
+    min_domains: int | None = None
+    node_affinity_policy: str | None = None
+    node_taints_policy: str | None = None
+    match_label_keys: list[str] = []
+
+
+class PersistentVolumeClaimVolumeSource(_Obj):
+    claim_name: str
+    read_only: bool = False
+
+
+class Volume(_Obj):
+    name: str
+    persistent_volume_claim: PersistentVolumeClaimVolumeSource | None = None
+    ephemeral: dict[str, object] | None = None
+
+
+class PodSchedulingGate(_Obj):
+    name: str
+
+
+class LocalObjectReference(_Obj):
+    name: str = ""
+
+
+class PodSpec(_Obj):
+    containers: list[Container] = []
+    init_containers: list[Container] = []
+    ephemeral_containers: list[Container] = []
+    node_name: str = ""
+    node_selector: dict[str, str] = {}
+    scheduler_name: str = "default-scheduler"
+    affinity: Affinity | None = None
+    tolerations: list[Toleration] = []
+    priority: int | None = None
+    priority_class_name: str = ""
+    preemption_policy: str | None = None
+    overhead: dict[str, str] = {}
+    # Pod-level resources (PodLevelResources, beta and on by default in v1.34).
+    resources: ResourceRequirements | None = None
+    scheduling_gates: list[PodSchedulingGate] = []
+    topology_spread_constraints: list[TopologySpreadConstraint] = []
+    volumes: list[Volume] = []
+    host_network: bool = False
+    image_pull_secrets: list[LocalObjectReference] = []
+    termination_grace_period_seconds: int | None = None
+
+
+class PodCondition(_Obj):
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+    last_transition_time: str | None = None
+    last_probe_time: str | None = None
+
+
+class PodStatus(_Obj):
+    phase: str = ""
+    conditions: list[PodCondition] = []
+    nominated_node_name: str = ""
+
+
+class Pod(_Obj, kw_only=True):
+    api_version: str = "v1"
+    kind: str = "Pod"
+    metadata: ObjectMeta = ObjectMeta()
+    spec: PodSpec = PodSpec()
+    status: PodStatus = PodStatus()
+
+    @property
+    def key(self) -> str:
+        """``namespace/name``, the key kube-scheduler logs and caches pods by."""
+        return f"{self.metadata.namespace}/{self.metadata.name}"
+
+
+# --- nodes -----------------------------------------------------------------------------------
+
+
+class NodeSpec(_Obj):
+    unschedulable: bool = False
+    taints: list[Taint] = []
+    pod_cidr: str = msgspec.field(default="", name="podCIDR")
+    provider_id: str = msgspec.field(default="", name="providerID")
+
+
+class NodeCondition(_Obj):
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+
+
+class ContainerImage(_Obj):
+    names: list[str] = []
+    size_bytes: int = 0
+
+
+class NodeStatus(_Obj):
+    capacity: dict[str, str] = {}
+    allocatable: dict[str, str] = {}
+    conditions: list[NodeCondition] = []
+    images: list[ContainerImage] = []
+
+
+class Node(_Obj, kw_only=True):
+    api_version: str = "v1"
+    kind: str = "Node"
+    metadata: ObjectMeta = ObjectMeta()
+    spec: NodeSpec = NodeSpec()
+    status: NodeStatus = NodeStatus()
+
+
+# --- lists and watch events ----------------------------------------------------------------
+
+
+class ObjectList(_Obj, Generic[T], kw_only=True):
+    """A ``PodList``, ``NodeList`` ...: what a list request returns."""
+
+    api_version: str = "v1"
+    kind: str = ""
+    metadata: ListMeta = ListMeta()
+    items: list[T] = []
+
+
+class WatchEvent(_Obj):
+    """One line of a watch stream: ADDED, MODIFIED, DELETED, BOOKMARK or ERROR.
+
+    ``object`` stays raw so that an ERROR event (a ``Status``, not a ``T``) and a BOOKMARK (an
+    object with only metadata) decode without failing; the reflector decodes it by type.
+    """
+
+    type: str
+    object: msgspec.Raw

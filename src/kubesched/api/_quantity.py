@@ -1,0 +1,68 @@
+"""Kubernetes resource quantities (``100m``, ``1.5Gi``, ``2e3``) as exact numbers.
+
+kube-scheduler compares CPU in millicores (``Quantity.MilliValue``) and every other resource in
+whole units (``Quantity.Value``); both round up, so ``0.1m`` of CPU is 1 millicore and ``1.5`` bytes
+is 2. Parsing is exact (``Fraction``), so no float rounding can make a pod fit that should not.
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+from functools import lru_cache
+from math import ceil
+
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {
+    "n": Fraction(1, 10**9),
+    "u": Fraction(1, 10**6),
+    "m": Fraction(1, 10**3),
+    "": Fraction(1),
+    "k": Fraction(10**3),
+    "M": Fraction(10**6),
+    "G": Fraction(10**9),
+    "T": Fraction(10**12),
+    "P": Fraction(10**15),
+    "E": Fraction(10**18),
+}
+_QUANTITY = re.compile(
+    r"^(?P<num>[+-]?(?:\d+\.?\d*|\.\d+))"
+    r"(?:(?P<bin>Ki|Mi|Gi|Ti|Pi|Ei)|[eE](?P<exp>[+-]?\d+)|(?P<dec>[numkMGTPE]?))$"
+)
+
+
+class QuantityError(ValueError):
+    """A string that is not a Kubernetes quantity."""
+
+
+@lru_cache(maxsize=4096)
+def parse_quantity(text: str | int | float) -> Fraction:
+    """The exact value of a quantity string; raises :class:`QuantityError` on bad input."""
+    if isinstance(text, bool):
+        raise QuantityError(f"quantities must match the regular expression: {text!r}")
+    if isinstance(text, int):
+        return Fraction(text)
+    if isinstance(text, float):
+        return Fraction(str(text))
+    m = _QUANTITY.match(text.strip())
+    if m is None:
+        raise QuantityError(
+            f"quantities must match the regular expression "
+            f"'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$': {text!r}"
+        )
+    value = Fraction(m["num"])
+    if m["bin"]:
+        return value * _BINARY[m["bin"]]
+    if m["exp"] is not None:
+        return value * Fraction(10) ** int(m["exp"])
+    return value * _DECIMAL[m["dec"] or ""]
+
+
+def quantity_value(text: str | int | float) -> int:
+    """``Quantity.Value()``: whole units, rounded up."""
+    return ceil(parse_quantity(text))
+
+
+def quantity_milli_value(text: str | int | float) -> int:
+    """``Quantity.MilliValue()``: thousandths, rounded up (how CPU is counted)."""
+    return ceil(parse_quantity(text) * 1000)

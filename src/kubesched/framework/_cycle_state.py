@@ -1,0 +1,49 @@
+"""Per-pod scratch space shared by the plugins of one scheduling cycle."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class CycleState:
+    """What a plugin computes in PreFilter or PreScore and reads again in Filter or Score.
+
+    Keys are conventionally the plugin's name plus a suffix (``"PreFilterNodeResourcesFit"``).
+    ``skip_filter_plugins`` and ``skip_score_plugins`` hold the plugins whose PreFilter or PreScore
+    returned Skip: the runtime does not call their Filter or Score for this pod.
+    """
+
+    __slots__ = ("_data", "skip_filter_plugins", "skip_score_plugins")
+
+    def __init__(self) -> None:
+        self._data: dict[str, Any] = {}
+        self.skip_filter_plugins: set[str] = set()
+        self.skip_score_plugins: set[str] = set()
+
+    def write(self, key: str, value: object) -> None:
+        self._data[key] = value
+
+    def read(self, key: str, kind: type[T]) -> T:
+        """The value under ``key``; ``KeyError`` if a PreFilter did not write it."""
+        value = self._data[key]
+        if not isinstance(value, kind):
+            raise TypeError(
+                f"cycle state {key!r} holds {type(value).__name__}, not {kind.__name__}"
+            )
+        return value
+
+    def get(self, key: str) -> Any:
+        return self._data.get(key)
+
+    def delete(self, key: str) -> None:
+        self._data.pop(key, None)
+
+    def clone(self) -> CycleState:
+        """A shallow copy; values that preemption mutates implement ``clone()`` themselves."""
+        c = CycleState()
+        c._data = {k: (v.clone() if hasattr(v, "clone") else v) for k, v in self._data.items()}
+        c.skip_filter_plugins = set(self.skip_filter_plugins)
+        c.skip_score_plugins = set(self.skip_score_plugins)
+        return c

@@ -1,0 +1,393 @@
+"""The extension points: one base class per point, as kube-scheduler's framework interfaces.
+
+A plugin is a class deriving from :class:`Plugin` and from the base of every point it
+implements. It is built once per profile as ``cls(handle, args)``, where ``args`` is its decoded
+``pluginConfig`` (an instance of ``args_type``) or ``None``.
+
+Filter and Score come in two forms. The per-node form (``filter``/``score`` on one
+:class:`NodeInfo`) is the simple one; the vectorized form (``filter_nodes``/``score_nodes`` over
+:class:`Nodes`, numpy arrays aligned with ``nodes.slots``) is what hot plugins implement. The
+runtime always calls the vectorized form; its default implementation loops over the per-node one.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+import msgspec
+import numpy as np
+
+from kubesched.api import Node, Pod
+from kubesched.framework._cycle_state import CycleState
+from kubesched.framework._node_info import NodeInfo, PodInfo
+from kubesched.framework._status import Code, Status
+from kubesched.framework._table import IdArray, IntArray, NodeTable
+
+if TYPE_CHECKING:
+    from kubesched.framework._snapshot import Snapshot
+
+
+# --- what plugins get to see of the world ---------------------------------------------------
+
+
+class APIClient(Protocol):
+    """What a plugin may ask of the API server; the front end provides it (or none, in simulate)."""
+
+    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None: ...
+
+
+class Handle(Protocol):
+    """``framework.Handle``: the services a plugin may use, whichever front end runs it."""
+
+    @property
+    def snapshot(self) -> Snapshot: ...
+
+    @property
+    def client(self) -> APIClient | None: ...
+
+    @property
+    def profile_name(self) -> str: ...
+
+    def waiting_pods(self) -> Iterable[WaitingPod]:
+        """Pods held at Permit, for plugins that release groups of pods (gangs)."""
+        ...
+
+    def get_waiting_pod(self, uid: str) -> WaitingPod | None: ...
+
+
+class WaitingPod(Protocol):
+    """A pod a Permit plugin told to wait."""
+
+    @property
+    def pod(self) -> Pod: ...
+
+    def allow(self, plugin: str) -> None: ...
+
+    def reject(self, plugin: str, message: str) -> None: ...
+
+
+@dataclass(slots=True)
+class Nodes:
+    """The nodes a vectorized call is about: slots into the snapshot's table.
+
+    Arrays a plugin returns are aligned with ``slots``: element ``i`` is about node
+    ``snapshot.at(slots[i])``.
+    """
+
+    snapshot: Snapshot
+    slots: IntArray
+
+    @property
+    def table(self) -> NodeTable:
+        return self.snapshot.table
+
+    def __len__(self) -> int:
+        return len(self.slots)
+
+    def infos(self) -> Iterable[NodeInfo]:
+        at = self.snapshot.at
+        for s in self.slots.tolist():
+            yield at(s)
+
+    def names(self) -> list[str]:
+        names = self.snapshot.table.names
+        return [names[s] for s in self.slots.tolist()]
+
+
+class NodeStatuses:
+    """A Filter verdict for each of :class:`Nodes`: ``ids[i] == 0`` passes, else the node failed
+    with ``statuses[ids[i]]``. Distinct statuses are few, so they are stored once."""
+
+    __slots__ = ("ids", "statuses")
+
+    def __init__(self, ids: IdArray, statuses: Sequence[Status | None]) -> None:
+        self.ids = ids
+        self.statuses: list[Status | None] = list(statuses)
+
+    @classmethod
+    def passing(cls, n: int) -> NodeStatuses:
+        return cls(np.zeros(n, dtype=np.int32), [None])
+
+    @classmethod
+    def from_mask(cls, fails: np.ndarray[Any, np.dtype[np.bool_]], status: Status) -> NodeStatuses:
+        """Every node where ``fails`` is true gets ``status``."""
+        return cls(fails.astype(np.int32), [None, status])
+
+
+@dataclass(slots=True)
+class PreFilterResult:
+    """PreFilter may narrow the nodes worth filtering (``None`` means all nodes)."""
+
+    node_names: set[str] | None = None
+
+    def merge(self, other: PreFilterResult | None) -> PreFilterResult:
+        if other is None or other.node_names is None:
+            return self
+        if self.node_names is None:
+            return PreFilterResult(set(other.node_names))
+        return PreFilterResult(self.node_names & other.node_names)
+
+
+# --- queueing ------------------------------------------------------------------------------
+
+
+class ActionType(enum.IntFlag):
+    """What happened to an object (kube-scheduler's ``ActionType``)."""
+
+    ADD = 1
+    DELETE = 2
+    UPDATE_NODE_ALLOCATABLE = 4
+    UPDATE_NODE_LABEL = 8
+    UPDATE_NODE_TAINT = 16
+    UPDATE_NODE_CONDITION = 32
+    UPDATE_NODE_ANNOTATION = 64
+    UPDATE_POD_LABEL = 128
+    UPDATE_POD_SCALE_DOWN = 256
+    UPDATE_POD_TOLERATIONS = 512
+    UPDATE_POD_SCHEDULING_GATES_ELIMINATED = 1024
+    UPDATE_POD_GENERATED_RESOURCE_CLAIM = 2048
+    UPDATE_OTHER = 4096
+    UPDATE = (
+        UPDATE_NODE_ALLOCATABLE
+        | UPDATE_NODE_LABEL
+        | UPDATE_NODE_TAINT
+        | UPDATE_NODE_CONDITION
+        | UPDATE_NODE_ANNOTATION
+        | UPDATE_POD_LABEL
+        | UPDATE_POD_SCALE_DOWN
+        | UPDATE_POD_TOLERATIONS
+        | UPDATE_POD_SCHEDULING_GATES_ELIMINATED
+        | UPDATE_POD_GENERATED_RESOURCE_CLAIM
+        | UPDATE_OTHER
+    )
+    ALL = ADD | DELETE | UPDATE
+
+
+class QueueingHint(enum.Enum):
+    QUEUE = "Queue"
+    SKIP = "QueueSkip"
+
+
+#: Given the rejected pod and the event's old and new objects, may the pod now fit?
+QueueingHintFn = Callable[[Pod, Any, Any], QueueingHint]
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterEvent:
+    """A kind of change: to a ``Node``, ``Pod``, ``AssignedPod``, ``PersistentVolume``..."""
+
+    resource: str
+    action: ActionType
+
+    def matches(self, other: ClusterEvent) -> bool:
+        """Whether an actual event ``other`` is one of the changes this one registers."""
+        if self.resource not in ("*", other.resource):
+            return False
+        return bool(self.action & other.action)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterEventWithHint:
+    event: ClusterEvent
+    hint: QueueingHintFn | None = None
+
+
+@dataclass(slots=True, eq=False)
+class QueuedPodInfo:
+    """A pod in the scheduling queue, with its attempt history."""
+
+    pod_info: PodInfo
+    #: When the pod was first added to the queue (monotonic seconds); the PrioritySort tiebreak.
+    initial_attempt_timestamp: float
+    timestamp: float
+    attempts: int = 0
+    #: Plugins that rejected the pod in its last attempt: only their events can requeue it.
+    unschedulable_plugins: set[str] = field(default_factory=set)
+    pending_plugins: set[str] = field(default_factory=set)
+    #: The PreEnqueue plugin that is keeping the pod out of the active queue, if any.
+    gated_by: str = ""
+
+    @property
+    def pod(self) -> Pod:
+        return self.pod_info.pod
+
+
+# --- the plugin base classes --------------------------------------------------------------
+
+
+class Plugin:
+    """Base of every plugin. ``name`` is what configurations refer to."""
+
+    name: ClassVar[str]
+    #: The ``msgspec.Struct`` its pluginConfig args decode into, or ``None`` if it takes none.
+    args_type: ClassVar[type[msgspec.Struct] | None] = None
+
+    def __init__(self, handle: Handle, args: Any = None) -> None:
+        self.handle = handle
+        self.args = args
+
+
+class PreEnqueuePlugin(Plugin):
+    def pre_enqueue(self, pod: Pod) -> Status | None:
+        """Whether ``pod`` may enter the active queue at all (scheduling gates)."""
+        raise NotImplementedError
+
+
+class QueueSortPlugin(Plugin):
+    def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+        """Whether ``a`` should be scheduled before ``b``."""
+        raise NotImplementedError
+
+
+class EnqueueExtensions:
+    """Mixed in by plugins that can reject pods: the events that might make them fit."""
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        raise NotImplementedError
+
+
+class PreFilterPlugin(Plugin):
+    def pre_filter(
+        self, state: CycleState, pod: Pod, nodes: Nodes
+    ) -> tuple[PreFilterResult | None, Status | None]:
+        """Compute per-pod state once; may narrow the nodes, Skip, or reject the pod outright."""
+        raise NotImplementedError
+
+    def add_pod(
+        self, state: CycleState, pod: Pod, to_add: PodInfo, node: NodeInfo
+    ) -> Status | None:
+        """PreFilterExtensions: ``to_add`` will count on ``node`` (nominated pods, preemption)."""
+        return None
+
+    def remove_pod(
+        self, state: CycleState, pod: Pod, to_remove: PodInfo, node: NodeInfo
+    ) -> Status | None:
+        """PreFilterExtensions: ``to_remove`` is taken off ``node`` (preemption victims)."""
+        return None
+
+
+class FilterPlugin(Plugin):
+    def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
+        """Whether ``pod`` can run on ``node`` (per-node form)."""
+        raise NotImplementedError
+
+    def filter_nodes(self, state: CycleState, pod: Pod, nodes: Nodes) -> NodeStatuses:
+        """Verdicts for all of ``nodes`` (vectorized form); by default, :meth:`filter` per node."""
+        interned: dict[Status, int] = {}
+        statuses: list[Status | None] = [None]
+        ids = np.zeros(len(nodes), dtype=np.int32)
+        for i, info in enumerate(nodes.infos()):
+            s = self.filter(state, pod, info)
+            if s is None or s.code == Code.SUCCESS:
+                continue
+            k = interned.get(s)
+            if k is None:
+                k = interned[s] = len(statuses)
+                statuses.append(s)
+            ids[i] = k
+        return NodeStatuses(ids, statuses)
+
+
+class PostFilterPlugin(Plugin):
+    def post_filter(
+        self, state: CycleState, pod: Pod, filtered: dict[str, Status]
+    ) -> tuple[str | None, Status | None]:
+        """Run when no node fits (preemption): the nominated node, and a status whose message
+        ends the FailedScheduling event (``preemption: ...``)."""
+        raise NotImplementedError
+
+
+class PreScorePlugin(Plugin):
+    def pre_score(self, state: CycleState, pod: Pod, nodes: Nodes) -> Status | None:
+        """Per-pod work before Score, over the feasible nodes; may Skip."""
+        raise NotImplementedError
+
+
+class ScorePlugin(Plugin):
+    def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status | None]:
+        """How much ``pod`` likes ``node`` (per-node form), 0..100 after normalization."""
+        raise NotImplementedError
+
+    def score_nodes(
+        self, state: CycleState, pod: Pod, nodes: Nodes
+    ) -> tuple[IntArray, Status | None]:
+        """Scores for all of ``nodes`` (vectorized form); by default, :meth:`score` per node."""
+        out = np.zeros(len(nodes), dtype=np.int64)
+        for i, info in enumerate(nodes.infos()):
+            v, s = self.score(state, pod, info)
+            if s is not None and s.code != Code.SUCCESS:
+                return out, s.with_plugin(self.name)
+            out[i] = v
+        return out, None
+
+    def normalize_score(
+        self, state: CycleState, pod: Pod, nodes: Nodes, scores: IntArray
+    ) -> Status | None:
+        """ScoreExtensions: rescale ``scores`` in place to 0..100. Implement only if needed."""
+        raise NotImplementedError
+
+
+class ReservePlugin(Plugin):
+    def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        raise NotImplementedError
+
+    def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        """Undo :meth:`reserve`; must be idempotent and must not fail."""
+        raise NotImplementedError
+
+
+class PermitPlugin(Plugin):
+    def permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status | None, float]:
+        """Allow (``None``), reject, or ``Wait`` with a timeout in seconds."""
+        raise NotImplementedError
+
+
+class PreBindPlugin(Plugin):
+    async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        raise NotImplementedError
+
+
+class BindPlugin(Plugin):
+    async def bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        """Bind the pod, or return Skip to let the next Bind plugin do it."""
+        raise NotImplementedError
+
+
+class PostBindPlugin(Plugin):
+    def post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        raise NotImplementedError
+
+
+#: Extension point name (as in the configuration) -> base class.
+EXTENSION_POINTS: dict[str, type[Plugin]] = {
+    "preEnqueue": PreEnqueuePlugin,
+    "queueSort": QueueSortPlugin,
+    "preFilter": PreFilterPlugin,
+    "filter": FilterPlugin,
+    "postFilter": PostFilterPlugin,
+    "preScore": PreScorePlugin,
+    "score": ScorePlugin,
+    "reserve": ReservePlugin,
+    "permit": PermitPlugin,
+    "preBind": PreBindPlugin,
+    "bind": BindPlugin,
+    "postBind": PostBindPlugin,
+}
+
+
+def extension_points_of(cls: type[Plugin]) -> list[str]:
+    """The extension points a plugin class implements, in pipeline order."""
+    return [point for point, base in EXTENSION_POINTS.items() if issubclass(cls, base)]
+
+
+def has_normalize_score(plugin: ScorePlugin) -> bool:
+    return type(plugin).normalize_score is not ScorePlugin.normalize_score
+
+
+def node_for(node: NodeInfo) -> Node:
+    """The Node object of a candidate NodeInfo (candidates always have one)."""
+    assert node.node is not None
+    return node.node

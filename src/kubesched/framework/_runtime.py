@@ -1,0 +1,693 @@
+"""The framework runtime: one profile's plugins, run at each extension point.
+
+:class:`Framework` is kube-scheduler's ``frameworkImpl`` plus the scheduling algorithm
+(``schedulePod``: filter, score, select a host). The scheduler loop, the extender and the simulator
+all drive it the same way, so a decision explained by ``simulate`` is the decision ``run`` makes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+import numpy as np
+
+from kubesched.api import Pod
+from kubesched.framework._cycle_state import CycleState
+from kubesched.framework._interface import (
+    EXTENSION_POINTS,
+    APIClient,
+    BindPlugin,
+    ClusterEventWithHint,
+    EnqueueExtensions,
+    FilterPlugin,
+    Nodes,
+    PermitPlugin,
+    Plugin,
+    PostBindPlugin,
+    PostFilterPlugin,
+    PreBindPlugin,
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    PreFilterResult,
+    PreScorePlugin,
+    QueuedPodInfo,
+    QueueSortPlugin,
+    ReservePlugin,
+    ScorePlugin,
+    extension_points_of,
+    has_normalize_score,
+)
+from kubesched.framework._registry import Registry
+from kubesched.framework._snapshot import Snapshot
+from kubesched.framework._status import Code, Status
+from kubesched.framework._table import IntArray
+
+P = TypeVar("P", bound=Plugin)
+
+MAX_NODE_SCORE = 100
+MIN_NODE_SCORE = 0
+NO_NODE_AVAILABLE_MSG = "0/{} nodes are available"
+
+
+class FrameworkError(Exception):
+    """A profile that cannot be built: unknown plugin, plugin at a point it does not implement."""
+
+
+class NoNodesAvailableError(Exception):
+    """``ErrNoNodesAvailable``: the cluster has no nodes at all."""
+
+    def __init__(self) -> None:
+        super().__init__("no nodes available to schedule pods")
+
+
+class Metrics(Protocol):
+    """Where the runtime reports durations (kube-scheduler's framework metrics)."""
+
+    def extension_point(self, point: str, status: Code, profile: str, seconds: float) -> None: ...
+
+
+@dataclass(slots=True)
+class NodeGroup:
+    """Nodes that failed Filter the same way: the first plugin to reject them and its status."""
+
+    slots: IntArray
+    status: Status
+
+
+@dataclass(slots=True)
+class Diagnosis:
+    """Why a pod fits nowhere: per-node statuses, grouped, and what the user is told."""
+
+    num_all_nodes: int = 0
+    groups: list[NodeGroup] = field(default_factory=list)
+    #: Set when PreFilter rejected the pod: it then stands for every node.
+    pre_filter_msg: str = ""
+    post_filter_msg: str = ""
+    unschedulable_plugins: set[str] = field(default_factory=set)
+    pending_plugins: set[str] = field(default_factory=set)
+
+    def node_statuses(self, snapshot: Snapshot) -> dict[str, Status]:
+        """Node name -> the status that ruled it out (``NodeToStatus``)."""
+        names = snapshot.table.names
+        return {names[s]: g.status for g in self.groups for s in g.slots.tolist()}
+
+    def rejected_count(self) -> int:
+        return sum(len(g.slots) for g in self.groups)
+
+
+class FitError(Exception):
+    """The pod fits on no node; ``str()`` is kube-scheduler's FailedScheduling message."""
+
+    def __init__(self, pod: Pod, diagnosis: Diagnosis) -> None:
+        super().__init__()
+        self.pod = pod
+        self.diagnosis = diagnosis
+
+    def __str__(self) -> str:
+        d = self.diagnosis
+        msg = NO_NODE_AVAILABLE_MSG.format(d.num_all_nodes) + ":"
+        if d.pre_filter_msg:
+            msg += f" {d.pre_filter_msg}."
+        else:
+            counts: dict[str, int] = {}
+            for g in d.groups:
+                n = len(g.slots)
+                for reason in g.status.reasons:
+                    counts[reason] = counts.get(reason, 0) + n
+            histogram = sorted(f"{v} {k}" for k, v in counts.items())
+            if histogram:
+                msg += " " + ", ".join(histogram) + "."
+        if d.post_filter_msg:
+            msg += f" {d.post_filter_msg}."
+        return msg
+
+
+@dataclass(slots=True)
+class ScheduleResult:
+    """Where the pod goes, and the evidence (for ``simulate --explain``)."""
+
+    suggested_host: str
+    evaluated_nodes: int
+    feasible_nodes: int
+    #: Slots of the feasible nodes, aligned with the score arrays below.
+    feasible_slots: IntArray
+    #: Plugin name -> weighted, normalized scores; empty when one node was feasible.
+    plugin_scores: dict[str, IntArray]
+    totals: IntArray
+    diagnosis: Diagnosis
+
+
+@dataclass(slots=True)
+class _Enabled:
+    plugin: Plugin
+    weight: int = 1
+
+
+class _WaitingPod:
+    """A pod held at Permit: one future resolved by allow-all, any reject, or the timeout."""
+
+    def __init__(self, pod: Pod, pending: dict[str, float]) -> None:
+        self._pod = pod
+        self._pending = dict(pending)
+        self._loop = asyncio.get_running_loop()
+        self.future: asyncio.Future[Status | None] = self._loop.create_future()
+        self._timers = [
+            self._loop.call_later(
+                t,
+                self.reject,
+                name,
+                f"rejected due to timeout after waiting {t:g}s at plugin {name}",
+            )
+            for name, t in pending.items()
+        ]
+
+    @property
+    def pod(self) -> Pod:
+        return self._pod
+
+    def allow(self, plugin: str) -> None:
+        self._pending.pop(plugin, None)
+        if not self._pending:
+            self._finish(None)
+
+    def reject(self, plugin: str, message: str) -> None:
+        self._finish(Status(Code.UNSCHEDULABLE, message, plugin=plugin))
+
+    def _finish(self, status: Status | None) -> None:
+        for t in self._timers:
+            t.cancel()
+        if not self.future.done():
+            self.future.set_result(status)
+
+
+class Framework:
+    """One profile: its plugins per extension point, and the scheduling algorithm over them."""
+
+    def __init__(
+        self,
+        *,
+        profile_name: str,
+        registry: Registry,
+        plugins: Mapping[str, Sequence[tuple[str, int]]],
+        plugin_args: Mapping[str, Any] | None = None,
+        snapshot: Snapshot,
+        client: APIClient | None = None,
+        percentage_of_nodes_to_score: int | None = None,
+        rng: random.Random | None = None,
+        metrics: Metrics | None = None,
+    ) -> None:
+        """Build the profile.
+
+        ``plugins`` maps an extension point (``"filter"``, ``"score"``, ...) to ``(name, weight)``
+        in run order, multiPoint already expanded (see :func:`expand_multi_point`).
+        ``plugin_args`` maps a plugin name to its decoded args.
+        """
+        self.profile_name = profile_name
+        self._snapshot = snapshot
+        self._client = client
+        self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
+        self._rng = rng or random.Random()
+        self._metrics = metrics
+        self._next_start = 0
+        self._waiting: dict[str, _WaitingPod] = {}
+        self._instances: dict[str, Plugin] = {}
+        args = plugin_args or {}
+        points: dict[str, list[_Enabled]] = {}
+        for point, enabled in plugins.items():
+            for name, weight in enabled:
+                cls = registry.get(name)
+                if cls is None:
+                    raise FrameworkError(f"{point}: plugin {name!r} does not exist")
+                if point not in extension_points_of(cls):
+                    raise FrameworkError(f"plugin {name!r} does not extend {point} plugin")
+                plugin = self._instances.get(name)
+                if plugin is None:
+                    plugin = self._instances[name] = cls(self, args.get(name))
+                if any(e.plugin is plugin for e in points.get(point, [])):
+                    raise FrameworkError(f"plugin {name!r} already registered as {point!r}")
+                points.setdefault(point, []).append(_Enabled(plugin, weight or 1))
+        self._points = points
+        if len(points.get("queueSort", [])) != 1:
+            found = len(points.get("queueSort", []))
+            raise FrameworkError(f"only one queue sort plugin can be enabled, found {found}")
+        if not points.get("bind"):
+            raise FrameworkError("at least one bind plugin is needed")
+        self.pre_enqueue_plugins = self._of(PreEnqueuePlugin, "preEnqueue")
+        self.queue_sort = self._of(QueueSortPlugin, "queueSort")[0]
+        self.pre_filter_plugins = self._of(PreFilterPlugin, "preFilter")
+        self.filter_plugins = self._of(FilterPlugin, "filter")
+        self.post_filter_plugins = self._of(PostFilterPlugin, "postFilter")
+        self.pre_score_plugins = self._of(PreScorePlugin, "preScore")
+        self.score_plugins = self._of(ScorePlugin, "score")
+        self.score_weights = {e.plugin.name: e.weight for e in points.get("score", [])}
+        self.reserve_plugins = self._of(ReservePlugin, "reserve")
+        self.permit_plugins = self._of(PermitPlugin, "permit")
+        self.pre_bind_plugins = self._of(PreBindPlugin, "preBind")
+        self.bind_plugins = self._of(BindPlugin, "bind")
+        self.post_bind_plugins = self._of(PostBindPlugin, "postBind")
+
+    def _of(self, kind: type[P], point: str) -> list[P]:
+        out = []
+        for e in self._points.get(point, []):
+            assert isinstance(e.plugin, kind)
+            out.append(e.plugin)
+        return out
+
+    # -- Handle --------------------------------------------------------------------------------
+
+    @property
+    def snapshot(self) -> Snapshot:
+        return self._snapshot
+
+    @property
+    def client(self) -> APIClient | None:
+        return self._client
+
+    def waiting_pods(self) -> Iterable[_WaitingPod]:
+        return list(self._waiting.values())
+
+    def get_waiting_pod(self, uid: str) -> _WaitingPod | None:
+        return self._waiting.get(uid)
+
+    def plugin(self, name: str) -> Plugin | None:
+        return self._instances.get(name)
+
+    def plugins_by_point(self) -> dict[str, list[tuple[str, int]]]:
+        """Extension point -> enabled ``(plugin, weight)``, for display."""
+        return {p: [(e.plugin.name, e.weight) for e in es] for p, es in self._points.items()}
+
+    def events_to_register(self) -> dict[str, list[ClusterEventWithHint]]:
+        """Plugin name -> the cluster events that may make pods it rejected schedulable."""
+        out = {}
+        for name, plugin in self._instances.items():
+            if isinstance(plugin, EnqueueExtensions):
+                out[name] = plugin.events_to_register()
+        return out
+
+    def _observe(self, point: str, start: float, status: Status | None) -> None:
+        if self._metrics is not None:
+            code = Code.SUCCESS if status is None else status.code
+            self._metrics.extension_point(
+                point, code, self.profile_name, time.perf_counter() - start
+            )
+
+    # -- queueing ------------------------------------------------------------------------------
+
+    def run_pre_enqueue(self, pod: Pod) -> Status | None:
+        for p in self.pre_enqueue_plugins:
+            s = p.pre_enqueue(pod)
+            if s is not None and s.code != Code.SUCCESS:
+                return s.with_plugin(p.name)
+        return None
+
+    def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+        return self.queue_sort.less(a, b)
+
+    # -- scheduling cycle ------------------------------------------------------------------------
+
+    def all_nodes(self) -> Nodes:
+        return Nodes(self._snapshot, self._snapshot.present_slots())
+
+    def run_pre_filter(
+        self, state: CycleState, pod: Pod, nodes: Nodes
+    ) -> tuple[PreFilterResult | None, Status | None]:
+        """PreFilter plugins in order; the first rejection stops them (``RunPreFilterPlugins``)."""
+        start = time.perf_counter()
+        result: PreFilterResult | None = None
+        narrowed_by: list[str] = []
+        status: Status | None = None
+        for p in self.pre_filter_plugins:
+            r, s = p.pre_filter(state, pod, nodes)
+            if s is not None and s.code == Code.SKIP:
+                state.skip_filter_plugins.add(p.name)
+                continue
+            if s is not None and s.code != Code.SUCCESS:
+                status = s.with_plugin(p.name)
+                if s.code == Code.ERROR:
+                    status = Status(
+                        Code.ERROR,
+                        f'running PreFilter plugin "{p.name}": {s.message}',
+                        plugin=p.name,
+                        error=s.error,
+                    )
+                break
+            if r is not None and r.node_names is not None:
+                narrowed_by.append(p.name)
+                result = (result or PreFilterResult()).merge(r)
+                if not result.node_names:
+                    status = Status(
+                        Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                        f"node(s) didn't satisfy plugin(s) {narrowed_by}".replace("'", ""),
+                        plugin=p.name,
+                    )
+                    break
+        self._observe("PreFilter", start, status)
+        return result, status
+
+    def run_filter(self, state: CycleState, pod: Pod, nodes: Nodes, diagnosis: Diagnosis) -> Nodes:
+        """Filter plugins over ``nodes``; returns the feasible ones and fills ``diagnosis``.
+
+        A node's status is that of the first plugin rejecting it, as kube-scheduler's per-node loop
+        stops at the first failure. An Error status aborts the cycle (``FilterError``).
+        """
+        start = time.perf_counter()
+        slots = nodes.slots
+        for p in self.filter_plugins:
+            if not len(slots):
+                break
+            if p.name in state.skip_filter_plugins:
+                continue
+            verdict = p.filter_nodes(state, pod, Nodes(self._snapshot, slots))
+            failing = verdict.ids != 0
+            if not failing.any():
+                continue
+            failed_ids = verdict.ids[failing]
+            failed_slots = slots[failing]
+            for sid in np.unique(failed_ids).tolist():
+                s = verdict.statuses[sid]
+                assert s is not None
+                s = s.with_plugin(p.name)
+                if s.code == Code.ERROR:
+                    self._observe("Filter", start, s)
+                    raise FilterError(p.name, s)
+                diagnosis.groups.append(NodeGroup(failed_slots[failed_ids == sid], s))
+                if s.code == Code.PENDING:
+                    diagnosis.pending_plugins.add(p.name)
+                else:
+                    diagnosis.unschedulable_plugins.add(p.name)
+            slots = slots[~failing]
+        self._observe("Filter", start, None)
+        return Nodes(self._snapshot, slots)
+
+    def run_post_filter(
+        self, state: CycleState, pod: Pod, filtered: dict[str, Status]
+    ) -> tuple[str | None, Status | None]:
+        """PostFilter plugins until one succeeds (preemption nominates a node)."""
+        start = time.perf_counter()
+        messages = []
+        result: tuple[str | None, Status | None] = (None, None)
+        for p in self.post_filter_plugins:
+            nominated, s = p.post_filter(state, pod, filtered)
+            if s is None or s.code == Code.SUCCESS:
+                result = (nominated, s)
+                messages = [s.message] if s is not None and s.message else []
+                break
+            if s.code == Code.ERROR:
+                result = (None, s.with_plugin(p.name))
+                break
+            if s.message:
+                messages.append(s.message)
+            result = (None, s.with_plugin(p.name))
+        nominated, status = result
+        if status is not None and messages:
+            status = Status(status.code, *messages, plugin=status.plugin, error=status.error)
+        self._observe("PostFilter", start, status)
+        return nominated, status
+
+    def run_pre_score(self, state: CycleState, pod: Pod, nodes: Nodes) -> Status | None:
+        start = time.perf_counter()
+        status = None
+        for p in self.pre_score_plugins:
+            s = p.pre_score(state, pod, nodes)
+            if s is not None and s.code == Code.SKIP:
+                state.skip_score_plugins.add(p.name)
+                continue
+            if s is not None and s.code != Code.SUCCESS:
+                status = Status(
+                    Code.ERROR, f'running PreScore plugin "{p.name}": {s.message}', plugin=p.name
+                )
+                break
+        self._observe("PreScore", start, status)
+        return status
+
+    def run_score(
+        self, state: CycleState, pod: Pod, nodes: Nodes
+    ) -> tuple[dict[str, IntArray], IntArray]:
+        """Score, NormalizeScore and weight: per-plugin weighted scores and their sum."""
+        start = time.perf_counter()
+        per_plugin: dict[str, IntArray] = {}
+        total = np.zeros(len(nodes), dtype=np.int64)
+        for p in self.score_plugins:
+            if p.name in state.skip_score_plugins:
+                continue
+            scores, s = p.score_nodes(state, pod, nodes)
+            if s is not None and s.code != Code.SUCCESS:
+                raise ScoreError(p.name, s)
+            if has_normalize_score(p):
+                s = p.normalize_score(state, pod, nodes, scores)
+                if s is not None and s.code != Code.SUCCESS:
+                    raise ScoreError(p.name, s)
+            if len(scores) and (scores.max() > MAX_NODE_SCORE or scores.min() < MIN_NODE_SCORE):
+                bad = int(scores.max() if scores.max() > MAX_NODE_SCORE else scores.min())
+                raise ScoreError(
+                    p.name,
+                    Status(
+                        Code.ERROR,
+                        f"plugin {p.name!r} returns an invalid score {bad}, it should in the "
+                        f"range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing",
+                    ),
+                )
+            weighted = scores * self.score_weights[p.name]
+            per_plugin[p.name] = weighted
+            total += weighted
+        self._observe("Score", start, None)
+        return per_plugin, total
+
+    def num_feasible_nodes_to_find(self, num_all_nodes: int) -> int:
+        """``numFeasibleNodesToFind`` when percentageOfNodesToScore is set; else all nodes.
+
+        Unset means kubesched filters and scores every node (cheap here, and the best placement);
+        set, it stops after the same share of feasible nodes kube-scheduler would.
+        """
+        pct = self.percentage_of_nodes_to_score
+        if pct is None or pct >= 100 or num_all_nodes < 100:
+            return num_all_nodes
+        if pct <= 0:
+            pct = max(5, 50 - num_all_nodes // 125)
+        return max(100, num_all_nodes * pct // 100)
+
+    def find_nodes_that_fit(self, state: CycleState, pod: Pod) -> tuple[Nodes, Diagnosis]:
+        """PreFilter, then Filter (``findNodesThatFitPod``): feasible nodes, why others fail."""
+        all_nodes = self.all_nodes()
+        diagnosis = Diagnosis(num_all_nodes=len(all_nodes))
+        result, status = self.run_pre_filter(state, pod, all_nodes)
+        if status is not None:
+            if status.code == Code.ERROR:
+                raise FilterError(status.plugin, status)
+            diagnosis.pre_filter_msg = status.message
+            diagnosis.groups.append(NodeGroup(all_nodes.slots, status))
+            if status.plugin:
+                target = (
+                    diagnosis.pending_plugins
+                    if status.code == Code.PENDING
+                    else diagnosis.unschedulable_plugins
+                )
+                target.add(status.plugin)
+            return Nodes(self._snapshot, all_nodes.slots[:0]), diagnosis
+        candidates = all_nodes
+        if result is not None and result.node_names is not None:
+            names = self._snapshot.table.names
+            keep = np.fromiter(
+                (names[s] in result.node_names for s in all_nodes.slots.tolist()),
+                dtype=np.bool_,
+                count=len(all_nodes),
+            )
+            candidates = Nodes(self._snapshot, all_nodes.slots[keep])
+        want = self.num_feasible_nodes_to_find(len(candidates))
+        if want < len(candidates):
+            candidates = self._sampled(state, pod, candidates, want, diagnosis)
+            return candidates, diagnosis
+        return self.run_filter(state, pod, candidates, diagnosis), diagnosis
+
+    def _sampled(
+        self, state: CycleState, pod: Pod, candidates: Nodes, want: int, diagnosis: Diagnosis
+    ) -> Nodes:
+        # kube-scheduler walks nodes from a rotating start index and stops once it has found
+        # `want` feasible ones; the next pod starts where this one stopped.
+        n = len(candidates)
+        order = np.roll(candidates.slots, -(self._next_start % n))
+        feasible = self.run_filter(state, pod, Nodes(self._snapshot, order), diagnosis)
+        if len(feasible) > want:
+            last = feasible.slots[want - 1]
+            processed = int(np.flatnonzero(order == last)[0]) + 1
+            diagnosis.groups = [
+                NodeGroup(g.slots[np.isin(g.slots, order[:processed])], g.status)
+                for g in diagnosis.groups
+            ]
+            diagnosis.groups = [g for g in diagnosis.groups if len(g.slots)]
+            feasible = Nodes(self._snapshot, feasible.slots[:want])
+            self._next_start = (self._next_start + processed) % n
+        else:
+            self._next_start = (self._next_start + n) % n
+        return feasible
+
+    def schedule_pod(self, state: CycleState, pod: Pod) -> ScheduleResult:
+        """kube-scheduler's ``schedulePod``: where ``pod`` should go.
+
+        Raises :class:`NoNodesAvailableError` when the cluster has no nodes, :class:`FitError`
+        when no node fits, :class:`FilterError`/:class:`ScoreError` on a plugin error.
+        """
+        if len(self._snapshot) == 0:
+            raise NoNodesAvailableError
+        feasible, diagnosis = self.find_nodes_that_fit(state, pod)
+        if not len(feasible):
+            raise FitError(pod, diagnosis)
+        evaluated = len(feasible) + diagnosis.rejected_count()
+        if len(feasible) == 1:
+            return ScheduleResult(
+                suggested_host=feasible.names()[0],
+                evaluated_nodes=evaluated,
+                feasible_nodes=1,
+                feasible_slots=feasible.slots,
+                plugin_scores={},
+                totals=np.zeros(1, dtype=np.int64),
+                diagnosis=diagnosis,
+            )
+        status = self.run_pre_score(state, pod, feasible)
+        if status is not None:
+            raise ScoreError(status.plugin, status)
+        per_plugin, totals = self.run_score(state, pod, feasible)
+        best = np.flatnonzero(totals == totals.max())
+        pick = int(best[self._rng.randrange(len(best))]) if len(best) > 1 else int(best[0])
+        return ScheduleResult(
+            suggested_host=self._snapshot.table.names[int(feasible.slots[pick])],
+            evaluated_nodes=evaluated,
+            feasible_nodes=len(feasible),
+            feasible_slots=feasible.slots,
+            plugin_scores=per_plugin,
+            totals=totals,
+            diagnosis=diagnosis,
+        )
+
+    def run_reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        start = time.perf_counter()
+        status = None
+        for p in self.reserve_plugins:
+            s = p.reserve(state, pod, node_name)
+            if s is not None and s.code != Code.SUCCESS:
+                status = s.with_plugin(p.name)
+                break
+        self._observe("Reserve", start, status)
+        return status
+
+    def run_unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        """Unreserve in reverse order, as kube-scheduler does."""
+        for p in reversed(self.reserve_plugins):
+            p.unreserve(state, pod, node_name)
+
+    def run_permit(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        """Permit plugins; a Wait registers the pod as waiting and returns a Wait status."""
+        start = time.perf_counter()
+        waits: dict[str, float] = {}
+        status: Status | None = None
+        for p in self.permit_plugins:
+            s, timeout = p.permit(state, pod, node_name)
+            if s is None or s.code == Code.SUCCESS:
+                continue
+            if s.code == Code.WAIT:
+                waits[p.name] = timeout
+                continue
+            status = s.with_plugin(p.name)
+            break
+        if status is None and waits:
+            self._waiting[pod.metadata.uid] = _WaitingPod(pod, waits)
+            status = Status(Code.WAIT, "one or more plugins asked to wait")
+        self._observe("Permit", start, status)
+        return status
+
+    async def wait_on_permit(self, pod: Pod) -> Status | None:
+        """Block the binding cycle until every waiting Permit plugin allows the pod."""
+        waiting = self._waiting.get(pod.metadata.uid)
+        if waiting is None:
+            return None
+        try:
+            return await waiting.future
+        finally:
+            self._waiting.pop(pod.metadata.uid, None)
+
+    def reject_waiting_pod(self, uid: str, message: str) -> bool:
+        w = self._waiting.get(uid)
+        if w is None:
+            return False
+        w.reject("", message)
+        return True
+
+    # -- binding cycle ---------------------------------------------------------------------------
+
+    async def run_pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        for p in self.pre_bind_plugins:
+            s = await p.pre_bind(state, pod, node_name)
+            if s is not None and s.code not in (Code.SUCCESS, Code.SKIP):
+                return s.with_plugin(p.name)
+        return None
+
+    async def run_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        for p in self.bind_plugins:
+            s = await p.bind(state, pod, node_name)
+            if s is not None and s.code == Code.SKIP:
+                continue
+            return None if s is None else s.with_plugin(p.name)
+        return Status(Code.ERROR, "no bind plugin bound the pod")
+
+    def run_post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        for p in self.post_bind_plugins:
+            p.post_bind(state, pod, node_name)
+
+
+class FilterError(Exception):
+    """A Filter (or PreFilter) plugin returned Error: the attempt fails and the pod backs off."""
+
+    def __init__(self, plugin: str, status: Status) -> None:
+        super().__init__(status.message)
+        self.plugin = plugin
+        self.status = status
+
+
+class ScoreError(FilterError):
+    """A PreScore, Score or NormalizeScore plugin returned Error."""
+
+
+def expand_multi_point(
+    registry: Registry,
+    multi_point: Sequence[tuple[str, int]],
+    specific: Mapping[str, Sequence[tuple[str, int]]],
+    disabled: Mapping[str, Sequence[str]],
+) -> dict[str, list[tuple[str, int]]]:
+    """kube-scheduler's ``expandMultiPointPlugins``: multiPoint plugins at every point they
+    implement, merged with the plugins enabled at specific points.
+
+    At each point the order is: plugins enabled both in multiPoint and at the point (in the
+    point's order, with the point's weight), then multiPoint-only plugins, then point-only ones.
+    A plugin disabled at a point is not expanded there; ``'*'`` disables all multiPoint plugins.
+    """
+    out: dict[str, list[tuple[str, int]]] = {}
+    for point in EXTENSION_POINTS:
+        point_enabled = list(specific.get(point, []))
+        point_names = [n for n, _ in point_enabled]
+        off = set(disabled.get(point, []))
+        overrides: list[tuple[str, int]] = []
+        mp: list[tuple[str, int]] = []
+        if "*" not in off:
+            for name, weight in multi_point:
+                cls = registry.get(name)
+                if cls is None:
+                    raise FrameworkError(f"multiPoint: plugin {name!r} does not exist")
+                if point not in extension_points_of(cls) or name in off:
+                    continue
+                if name in point_names:
+                    overrides.append(next(e for e in point_enabled if e[0] == name))
+                    continue
+                if any(n == name for n, _ in mp):
+                    raise FrameworkError(f"plugin {name!r} already registered as multiPoint")
+                mp.append((name, weight))
+        override_names = {n for n, _ in overrides}
+        rest = [e for e in point_enabled if e[0] not in override_names]
+        merged = overrides + mp + rest
+        if merged:
+            out[point] = merged
+    return out

@@ -1,0 +1,173 @@
+"""The cluster as one scheduling cycle sees it: NodeInfos plus the NodeTable over them.
+
+kube-scheduler copies its cache into a snapshot at the start of each cycle because informer
+goroutines keep changing the cache. Here the scheduling cycle runs without yielding the event
+loop, so no event can land mid-cycle and the live structure serves as the snapshot: the cache
+mutates it between cycles through the methods below, which keep rows and NodeInfos in step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+
+from kubesched.api import Node, node_allocatable
+from kubesched.framework._node_info import NodeInfo, PodInfo
+from kubesched.framework._table import IntArray, NodeTable
+
+
+class Snapshot:
+    """Nodes and the pods that count on them, with the column view plugins vectorize over."""
+
+    def __init__(self) -> None:
+        self.table = NodeTable()
+        self._infos: dict[str, NodeInfo] = {}
+        self._by_slot: list[NodeInfo | None] = []
+        self._free: list[int] = []
+        self._pod_node: dict[str, str] = {}
+        self._num_nodes = 0
+        #: Bumped on every change; readers cache derived data against it.
+        self.generation = 0
+
+    # -- reading --------------------------------------------------------------------------
+
+    def get(self, name: str) -> NodeInfo | None:
+        """The NodeInfo of a node with a Node object, else ``None``."""
+        info = self._infos.get(name)
+        return info if info is not None and info.node is not None else None
+
+    def at(self, slot: int) -> NodeInfo:
+        info = self._by_slot[slot]
+        assert info is not None
+        return info
+
+    def __len__(self) -> int:
+        """How many nodes have a Node object (``NumNodes``)."""
+        return self._num_nodes
+
+    def node_infos(self) -> Iterator[NodeInfo]:
+        """Every NodeInfo with a Node object, in slot order."""
+        for info in self._by_slot:
+            if info is not None and info.node is not None:
+                yield info
+
+    def present_slots(self) -> IntArray:
+        return np.flatnonzero(self.table.present[: len(self._by_slot)]).astype(np.int64)
+
+    def slot_of(self, name: str) -> int | None:
+        info = self.get(name)
+        return None if info is None else info.slot
+
+    def node_of_pod(self, uid: str) -> str | None:
+        """The node a pod is assigned or assumed to, if the snapshot holds it."""
+        return self._pod_node.get(uid)
+
+    def pod_info(self, uid: str) -> PodInfo | None:
+        node = self._pod_node.get(uid)
+        return None if node is None else self._infos[node].pods.get(uid)
+
+    # -- nodes ------------------------------------------------------------------------------
+
+    def _info_for(self, name: str) -> NodeInfo:
+        info = self._infos.get(name)
+        if info is None:
+            slot = self._free.pop() if self._free else len(self._by_slot)
+            if slot == len(self._by_slot):
+                self._by_slot.append(None)
+                self.table.ensure_capacity(slot + 1)
+            info = NodeInfo(name=name, slot=slot)
+            self._by_slot[slot] = info
+            self._infos[name] = info
+            self.table.names[slot] = name
+        return info
+
+    def set_node(self, node: Node) -> NodeInfo:
+        """Add or update a node."""
+        name = node.metadata.name
+        info = self._info_for(name)
+        old = info.node
+        if old is None:
+            self._num_nodes += 1
+        info.node = node
+        info.allocatable = node_allocatable(node)
+        info.generation += 1
+        t, slot = self.table, info.slot
+        t.present[slot] = True
+        t.set_allocatable(slot, info.allocatable)
+        t.unschedulable[slot] = node.spec.unschedulable
+        t.taints.set(slot, tuple(node.spec.taints))
+        t.set_labels(slot, old.metadata.labels if old else {}, node.metadata.labels)
+        self._set_images(slot, old, node)
+        self._sync_pods_row(info)
+        self.generation += 1
+        return info
+
+    def remove_node(self, name: str) -> None:
+        """Forget the Node object; its NodeInfo stays while pods still count there."""
+        info = self._infos.get(name)
+        if info is None or info.node is None:
+            return
+        t, slot = self.table, info.slot
+        self._set_images(slot, info.node, None)
+        t.set_labels(slot, info.node.metadata.labels, {})
+        t.taints.set(slot, ())
+        t.present[slot] = False
+        info.node = None
+        info.generation += 1
+        self._num_nodes -= 1
+        self._release_if_empty(info)
+        self.generation += 1
+
+    def _release_if_empty(self, info: NodeInfo) -> None:
+        if info.node is None and not info.pods:
+            del self._infos[info.name]
+            self._by_slot[info.slot] = None
+            self.table.names[info.slot] = ""
+            self._free.append(info.slot)
+
+    def _set_images(self, slot: int, old: Node | None, new: Node | None) -> None:
+        images = self.table.images
+        if old is not None:
+            for image in old.status.images:
+                for n in image.names:
+                    holders = images.get(n)
+                    if holders is not None:
+                        holders.pop(slot, None)
+                        if not holders:
+                            del images[n]
+        if new is not None:
+            for image in new.status.images:
+                for n in image.names:
+                    images.setdefault(n, {})[slot] = image.size_bytes
+
+    # -- pods -------------------------------------------------------------------------------
+
+    def add_pod(self, pod: PodInfo, node_name: str) -> None:
+        """Count ``pod`` on ``node_name`` (bound, or assumed by the scheduler)."""
+        previous = self._pod_node.get(pod.uid)
+        if previous is not None:
+            self.remove_pod(pod.uid)
+        info = self._info_for(node_name)
+        info.add_pod(pod)
+        self._pod_node[pod.uid] = node_name
+        self._sync_pods_row(info)
+        self.generation += 1
+
+    def remove_pod(self, uid: str) -> PodInfo | None:
+        node_name = self._pod_node.pop(uid, None)
+        if node_name is None:
+            return None
+        info = self._infos[node_name]
+        removed = info.remove_pod(uid)
+        self._sync_pods_row(info)
+        self._release_if_empty(info)
+        self.generation += 1
+        return removed
+
+    def _sync_pods_row(self, info: NodeInfo) -> None:
+        t, slot = self.table, info.slot
+        t.set_requested(slot, info.requested)
+        t.non_zero_requested[slot, 0] = info.non_zero_cpu
+        t.non_zero_requested[slot, 1] = info.non_zero_memory
+        t.has_host_ports[slot] = bool(info.used_ports)

@@ -1,0 +1,98 @@
+"""The result of running a plugin: a :class:`Code` plus the reasons a user reads.
+
+As in kube-scheduler, ``None`` is success: plugins return ``None`` when all is well and a
+:class:`Status` only to say something else.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class Code(enum.IntEnum):
+    """kube-scheduler's status codes, in its order."""
+
+    #: The plugin ran and the pod may proceed.
+    SUCCESS = 0
+    #: An internal error, not a property of the pod or node: the pod is retried with backoff.
+    ERROR = 1
+    #: The pod does not fit now; preemption (PostFilter) may make room.
+    UNSCHEDULABLE = 2
+    #: The pod does not fit and preempting pods on the node would not change that.
+    UNSCHEDULABLE_AND_UNRESOLVABLE = 3
+    #: Permit only: hold the pod until allowed, rejected or timed out.
+    WAIT = 4
+    #: The plugin has nothing to do for this pod (PreFilter, PreScore, Bind, ...).
+    SKIP = 5
+    #: The pod waits for something outside the scheduler (e.g. a volume being provisioned).
+    PENDING = 6
+
+    @property
+    def label(self) -> str:
+        """The name kube-scheduler prints: ``Success``, ``UnschedulableAndUnresolvable``, ..."""
+        return "".join(part.capitalize() for part in self.name.split("_"))
+
+
+class Status:
+    """A non-success outcome with reasons, and the plugin that produced it.
+
+    Reasons are the short strings kube-scheduler aggregates into its FailedScheduling message
+    (``Insufficient cpu``, ``node(s) didn't match Pod's node affinity/selector``).
+    """
+
+    __slots__ = ("code", "error", "plugin", "reasons")
+
+    def __init__(
+        self,
+        code: Code,
+        *reasons: str,
+        plugin: str = "",
+        error: BaseException | None = None,
+    ) -> None:
+        self.code = code
+        self.reasons: tuple[str, ...] = reasons
+        self.plugin = plugin
+        self.error = error
+
+    @classmethod
+    def as_error(cls, error: BaseException, plugin: str = "") -> Status:
+        """An ``Error`` status carrying the exception."""
+        return cls(Code.ERROR, str(error) or type(error).__name__, plugin=plugin, error=error)
+
+    @property
+    def message(self) -> str:
+        """Reasons joined by ``", "``, as ``Status.Message()``."""
+        return ", ".join(self.reasons)
+
+    def is_success(self) -> bool:
+        return self.code == Code.SUCCESS
+
+    def is_rejected(self) -> bool:
+        """Unschedulable, UnschedulableAndUnresolvable or Pending (``IsRejected``)."""
+        return self.code in _REJECTED
+
+    def with_plugin(self, plugin: str) -> Status:
+        """This status attributed to ``plugin`` (kept if already set)."""
+        if not self.plugin:
+            self.plugin = plugin
+        return self
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Status):
+            return NotImplemented
+        return (self.code, self.reasons, self.plugin) == (other.code, other.reasons, other.plugin)
+
+    def __hash__(self) -> int:
+        return hash((self.code, self.reasons, self.plugin))
+
+    def __repr__(self) -> str:
+        who = f" by {self.plugin}" if self.plugin else ""
+        return f"Status({self.code.label}{who}: {self.message!r})"
+
+
+_REJECTED = frozenset({Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE, Code.PENDING})
+
+
+def is_success(status: Status | None) -> bool:
+    """``None`` or a Success status."""
+    return status is None or status.code == Code.SUCCESS
