@@ -114,7 +114,9 @@ class Affinity(_Obj):
 # --- taints and tolerations ------------------------------------------------------------------
 
 
-class Taint(_Obj):
+class Taint(msgspec.Struct, rename="camel", omit_defaults=True, frozen=True):
+    """Frozen (hashable): the node table interns distinct taint sets."""
+
     key: str
     effect: str
     value: str = ""
@@ -148,7 +150,7 @@ class ContainerPort(_Obj):
 class Container(_Obj):
     name: str = ""
     image: str = ""
-    resources: ResourceRequirements = ResourceRequirements()
+    resources: ResourceRequirements = msgspec.field(default_factory=ResourceRequirements)
     ports: list[ContainerPort] = []
     # "Always" on an init container makes it a sidecar (restartable init container).
     restart_policy: str | None = None
@@ -225,9 +227,9 @@ class PodStatus(_Obj):
 class Pod(_Obj, kw_only=True):
     api_version: str = "v1"
     kind: str = "Pod"
-    metadata: ObjectMeta = ObjectMeta()
-    spec: PodSpec = PodSpec()
-    status: PodStatus = PodStatus()
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: PodSpec = msgspec.field(default_factory=PodSpec)
+    status: PodStatus = msgspec.field(default_factory=PodStatus)
 
     @property
     def key(self) -> str:
@@ -267,9 +269,9 @@ class NodeStatus(_Obj):
 class Node(_Obj, kw_only=True):
     api_version: str = "v1"
     kind: str = "Node"
-    metadata: ObjectMeta = ObjectMeta()
-    spec: NodeSpec = NodeSpec()
-    status: NodeStatus = NodeStatus()
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: NodeSpec = msgspec.field(default_factory=NodeSpec)
+    status: NodeStatus = msgspec.field(default_factory=NodeStatus)
 
 
 # --- lists and watch events ----------------------------------------------------------------
@@ -280,7 +282,7 @@ class ObjectList(_Obj, Generic[T], kw_only=True):
 
     api_version: str = "v1"
     kind: str = ""
-    metadata: ListMeta = ListMeta()
+    metadata: ListMeta = msgspec.field(default_factory=ListMeta)
     items: list[T] = []
 
 
