@@ -1,0 +1,102 @@
+"""The ``kubesched`` command.
+
+A thin layer: each command parses its options and delegates to a package. Packages are imported
+inside the commands so that ``kubesched --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import click
+
+from kubesched import __version__
+
+
+def _progress(message: str) -> None:
+    click.echo(message, err=True)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="kubesched")
+def main() -> None:
+    """kubesched: kube-scheduler's framework and plugins in Python."""
+
+
+@main.group()
+def cluster() -> None:
+    """A throwaway local control plane (etcd + kube-apiserver) for tests and benchmarks."""
+
+
+@cluster.command("up")
+@click.option("--name", default="kubesched", show_default=True, help="Cluster name.")
+@click.option(
+    "--apiserver-arg",
+    "apiserver_args",
+    multiple=True,
+    metavar="FLAG",
+    help="Extra kube-apiserver flag, e.g. --apiserver-arg=--max-requests-inflight=800. "
+    "Repeatable; overrides a default flag of the same name.",
+)
+@click.option(
+    "--timeout",
+    default=120.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long etcd and kube-apiserver may take to get ready.",
+)
+def cluster_up(name: str, apiserver_args: tuple[str, ...], timeout: float) -> None:
+    """Start a cluster (building the binaries on first use), or reuse it if running.
+
+    Progress goes to stderr; the last line on stdout is KUBECONFIG=<path>.
+    """
+    from kubesched import cluster as control_plane  # noqa: PLC0415 (keeps --help fast)
+
+    try:
+        info = control_plane.up(
+            name, apiserver_args=apiserver_args, timeout=timeout, progress=_progress
+        )
+    except control_plane.ClusterError as err:
+        raise click.ClickException(str(err)) from err
+    click.echo(f"KUBECONFIG={info.kubeconfig}")
+
+
+@cluster.command("down")
+@click.option("--name", default="kubesched", show_default=True, help="Cluster name.")
+def cluster_down(name: str) -> None:
+    """Stop every process of a cluster and remove its state."""
+    from kubesched import cluster as control_plane  # noqa: PLC0415 (keeps --help fast)
+
+    try:
+        found = control_plane.down(name)
+    except control_plane.ClusterError as err:
+        raise click.ClickException(str(err)) from err
+    click.echo(f"cluster {name!r} " + ("stopped and removed" if found else "does not exist"))
+
+
+@cluster.command("status")
+def cluster_status() -> None:
+    """List clusters: state, apiserver address, etcd port, kubeconfig."""
+    from kubesched import cluster as control_plane  # noqa: PLC0415 (keeps --help fast)
+
+    clusters = control_plane.status()
+    if not clusters:
+        click.echo(f"no clusters in {control_plane.state_dir() / 'clusters'}")
+        return
+    rows = [("NAME", "STATE", "VERSION", "APISERVER", "ETCD", "KUBECONFIG")]
+    for found in clusters:
+        components = ", ".join(
+            f"{c.name} ({'running' if c.running else 'stopped'})" for c in found.components
+        )
+        rows.append(
+            (
+                found.name,
+                found.state + (f" + {components}" if components else ""),
+                found.version or "-",
+                found.server or "-",
+                f"127.0.0.1:{found.etcd_client_port}" if found.etcd_client_port else "-",
+                str(found.kubeconfig) if found.kubeconfig else "-",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
+        click.echo("  ".join([*cells, row[-1]]))

@@ -1,0 +1,60 @@
+"""A throwaway local control plane: etcd and kube-apiserver built from ``hack/k8s``.
+
+``up`` starts one (or reuses the running one of that name), ``down`` stops it and removes its
+state, ``status`` lists them. Binaries are built on first use and cached per version by
+``ensure_binaries``. ``start_kube_scheduler`` / ``start_component`` run more processes tied to a
+cluster. See docs/cluster.md.
+"""
+
+from kubesched.cluster._binaries import Binaries, Progress, ensure_binaries, find_binaries
+from kubesched.cluster._certs import CertificateAuthority, KeyPair
+from kubesched.cluster._components import (
+    ComponentInfo,
+    start_component,
+    start_kube_scheduler,
+    stop_component,
+)
+from kubesched.cluster._controlplane import (
+    ClusterInfo,
+    ClusterStatus,
+    ProcessStatus,
+    down,
+    info,
+    status,
+    up,
+)
+from kubesched.cluster._errors import (
+    BinaryBuildError,
+    ClusterError,
+    ClusterStartError,
+    GoNotFoundError,
+)
+from kubesched.cluster._paths import cache_dir, state_dir
+from kubesched.cluster._state import DEFAULT_NAME
+
+__all__ = [
+    "DEFAULT_NAME",
+    "Binaries",
+    "BinaryBuildError",
+    "CertificateAuthority",
+    "ClusterError",
+    "ClusterInfo",
+    "ClusterStartError",
+    "ClusterStatus",
+    "ComponentInfo",
+    "GoNotFoundError",
+    "KeyPair",
+    "ProcessStatus",
+    "Progress",
+    "cache_dir",
+    "down",
+    "ensure_binaries",
+    "find_binaries",
+    "info",
+    "start_component",
+    "start_kube_scheduler",
+    "state_dir",
+    "status",
+    "stop_component",
+    "up",
+]
