@@ -315,8 +315,13 @@ class Framework:
 
     def run_pre_filter(
         self, state: CycleState, pod: Pod, nodes: Nodes
-    ) -> tuple[PreFilterResult | None, Status | None]:
-        """PreFilter plugins in order; the first rejection stops them (``RunPreFilterPlugins``)."""
+    ) -> tuple[PreFilterResult | None, Status | None, list[str]]:
+        """PreFilter plugins in order (``RunPreFilterPlugins``).
+
+        Returns the merged node narrowing, the status, and the plugins that narrowed. An
+        UnschedulableAndUnresolvable rejection stops at once; an Unschedulable one lets the other
+        PreFilters run, since preemption will need their state.
+        """
         start = time.perf_counter()
         result: PreFilterResult | None = None
         narrowed_by: list[str] = []
@@ -327,27 +332,33 @@ class Framework:
                 state.skip_filter_plugins.add(p.name)
                 continue
             if s is not None and s.code != Code.SUCCESS:
-                status = s.with_plugin(p.name)
-                if s.code == Code.ERROR:
-                    status = Status(
+                s.with_plugin(p.name)
+                if s.code == Code.UNSCHEDULABLE:
+                    status = s
+                    continue
+                if s.code != Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                    s = Status(
                         Code.ERROR,
-                        f'running PreFilter plugin "{p.name}": {s.message}',
+                        f"running PreFilter plugin {_go_quote(p.name)}: {s.message}",
                         plugin=p.name,
                         error=s.error,
                     )
-                break
+                self._observe("PreFilter", start, s)
+                return None, s, []
             if r is not None and r.node_names is not None:
                 narrowed_by.append(p.name)
                 result = (result or PreFilterResult()).merge(r)
                 if not result.node_names:
-                    status = Status(
-                        Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
-                        f"node(s) didn't satisfy plugin(s) {narrowed_by}".replace("'", ""),
-                        plugin=p.name,
-                    )
-                    break
+                    if len(narrowed_by) == 1:
+                        msg = f"node(s) didn't satisfy plugin {narrowed_by[0]}"
+                    else:
+                        plugins = _go_list(narrowed_by)
+                        msg = f"node(s) didn't satisfy plugin(s) {plugins} simultaneously"
+                    status = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, msg)
+                    self._observe("PreFilter", start, status)
+                    return result, status, narrowed_by
         self._observe("PreFilter", start, status)
-        return result, status
+        return result, status, narrowed_by
 
     def run_filter(self, state: CycleState, pod: Pod, nodes: Nodes, diagnosis: Diagnosis) -> Nodes:
         """Filter plugins over ``nodes``; returns the feasible ones and fills ``diagnosis``.
@@ -475,19 +486,18 @@ class Framework:
         """PreFilter, then Filter (``findNodesThatFitPod``): feasible nodes, why others fail."""
         all_nodes = self.all_nodes()
         diagnosis = Diagnosis(num_all_nodes=len(all_nodes))
-        result, status = self.run_pre_filter(state, pod, all_nodes)
+        result, status, narrowed_by = self.run_pre_filter(state, pod, all_nodes)
+        diagnosis.unschedulable_plugins.update(narrowed_by)
         if status is not None:
             if status.code == Code.ERROR:
                 raise FilterError(status.plugin, status)
             diagnosis.pre_filter_msg = status.message
             diagnosis.groups.append(NodeGroup(all_nodes.slots, status))
             if status.plugin:
-                target = (
-                    diagnosis.pending_plugins
-                    if status.code == Code.PENDING
-                    else diagnosis.unschedulable_plugins
-                )
-                target.add(status.plugin)
+                if status.code == Code.PENDING:
+                    diagnosis.pending_plugins.add(status.plugin)
+                else:
+                    diagnosis.unschedulable_plugins.add(status.plugin)
             return Nodes(self._snapshot, all_nodes.slots[:0]), diagnosis
         candidates = all_nodes
         if result is not None and result.node_names is not None:
@@ -498,6 +508,12 @@ class Framework:
                 count=len(all_nodes),
             )
             candidates = Nodes(self._snapshot, all_nodes.slots[keep])
+            if not keep.all():
+                absent = Status(
+                    Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                    f"node(s) didn't satisfy plugin(s) {_go_list(sorted(narrowed_by))}",
+                )
+                diagnosis.groups.append(NodeGroup(all_nodes.slots[~keep], absent))
         want = self.num_feasible_nodes_to_find(len(candidates))
         if want < len(candidates):
             candidates = self._sampled(state, pod, candidates, want, diagnosis)
@@ -637,6 +653,16 @@ class Framework:
     def run_post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None:
         for p in self.post_bind_plugins:
             p.post_bind(state, pod, node_name)
+
+
+def _go_list(items: Sequence[str]) -> str:
+    """A string slice as Go's ``%v`` prints it: ``[a b]``."""
+    return "[" + " ".join(items) + "]"
+
+
+def _go_quote(s: str) -> str:
+    """Go's ``%q`` for plain names."""
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 class FilterError(Exception):

@@ -1,0 +1,44 @@
+# kubesched's task runner. `make demo` and `make test` are the README's two commands.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint unit e2e bench binaries clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+## Set up, bring up the local control plane, and schedule an example workload on it.
+demo: $(STAMP)
+	$(BIN)/kubesched demo
+
+## Set up and run every check and test: lint, types, layers, unit, end-to-end.
+test: $(STAMP) lint binaries
+	$(BIN)/pytest -q tests/unit
+	$(BIN)/pytest -q tests/e2e
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests
+	$(BIN)/ruff format --check src tests
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+unit: $(STAMP)
+	$(BIN)/pytest -q tests/unit
+
+e2e: $(STAMP) binaries
+	$(BIN)/pytest -q tests/e2e
+
+## Build (once, cached by version) etcd, kube-apiserver, kube-scheduler and kubectl.
+binaries: $(STAMP)
+	$(BIN)/kubesched cluster binaries
+
+bench: $(STAMP)
+	$(BIN)/kubesched bench core --nodes 5000 --pods 10000
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .import_linter_cache

@@ -1,0 +1,307 @@
+"""The framework runtime with small plugins: filter order, messages, scoring, selection, permit."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+import numpy as np
+import pytest
+
+from builders import make_node, make_pod
+from kubesched.api import Pod
+from kubesched.framework import (
+    BindPlugin,
+    Code,
+    CycleState,
+    FilterPlugin,
+    FitError,
+    Framework,
+    FrameworkError,
+    NodeInfo,
+    Nodes,
+    NodeStatuses,
+    NoNodesAvailableError,
+    PermitPlugin,
+    PodInfo,
+    PreFilterPlugin,
+    PreFilterResult,
+    QueuedPodInfo,
+    QueueSortPlugin,
+    Registry,
+    ScoreError,
+    ScorePlugin,
+    Snapshot,
+    Status,
+    expand_multi_point,
+)
+from kubesched.framework._table import IntArray
+
+
+class Sort(QueueSortPlugin):
+    name = "Sort"
+
+    def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+        return a.timestamp < b.timestamp
+
+
+class Binder(BindPlugin):
+    name = "Binder"
+
+    async def bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        return None
+
+
+class CpuFit(FilterPlugin):
+    """Per-node form: rejects nodes with less than 1 free CPU."""
+
+    name = "CpuFit"
+
+    def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
+        if node.allocatable.get("cpu", 0) - node.requested.get("cpu", 0) < 1000:
+            return Status(Code.UNSCHEDULABLE, "Insufficient cpu")
+        return None
+
+
+class NoGpuLabel(FilterPlugin):
+    """Vectorized form: rejects nodes labelled gpu=true."""
+
+    name = "NoGpuLabel"
+
+    def filter_nodes(self, state: CycleState, pod: Pod, nodes: Nodes) -> NodeStatuses:
+        gpu = nodes.table.label_predicate("gpu", lambda v: v == "true")[nodes.slots]
+        return NodeStatuses.from_mask(
+            gpu, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "node(s) had a gpu")
+        )
+
+
+class Broken(FilterPlugin):
+    name = "Broken"
+
+    def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
+        return Status(Code.ERROR, "boom")
+
+
+class OnlyNamed(PreFilterPlugin):
+    name = "OnlyNamed"
+
+    def pre_filter(
+        self, state: CycleState, pod: Pod, nodes: Nodes
+    ) -> tuple[PreFilterResult | None, Status | None]:
+        want = pod.metadata.annotations.get("only")
+        if want is None:
+            return None, Status(Code.SKIP)
+        return PreFilterResult({want} if want else set()), None
+
+
+class ByIndex(ScorePlugin):
+    """Scores a node by the number in its name; normalizes to 0..100."""
+
+    name = "ByIndex"
+
+    def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status | None]:
+        return int(node.name.removeprefix("n")), None
+
+    def normalize_score(
+        self, state: CycleState, pod: Pod, nodes: Nodes, scores: IntArray
+    ) -> Status | None:
+        top = int(scores.max()) or 1
+        scores[:] = scores * 100 // top
+        return None
+
+
+class Flat(ScorePlugin):
+    name = "Flat"
+
+    def score_nodes(
+        self, state: CycleState, pod: Pod, nodes: Nodes
+    ) -> tuple[IntArray, Status | None]:
+        return np.full(len(nodes), 50, dtype=np.int64), None
+
+
+class TooHigh(ScorePlugin):
+    name = "TooHigh"
+
+    def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status | None]:
+        return 101, None
+
+
+class Gang(PermitPlugin):
+    name = "Gang"
+
+    def permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status | None, float]:
+        return Status(Code.WAIT), float(pod.metadata.annotations.get("wait", "5"))
+
+
+REGISTRY = Registry(
+    {
+        p.name: p
+        for p in (Sort, Binder, CpuFit, NoGpuLabel, Broken, OnlyNamed, ByIndex, Flat, TooHigh, Gang)
+    }
+)
+
+
+def framework(snapshot: Snapshot, **points: list[tuple[str, int]]) -> Framework:
+    plugins: dict[str, Any] = {"queueSort": [("Sort", 1)], "bind": [("Binder", 1)], **points}
+    return Framework(
+        profile_name="test",
+        registry=REGISTRY,
+        plugins=plugins,
+        snapshot=snapshot,
+        rng=random.Random(1),
+    )
+
+
+def cluster() -> Snapshot:
+    s = Snapshot()
+    s.set_node(make_node("n1", cpu="1"))
+    s.set_node(make_node("n2", cpu="4", labels={"gpu": "true"}))
+    s.set_node(make_node("n3", cpu="4"))
+    s.set_node(make_node("n4", cpu="4"))
+    s.add_pod(PodInfo.of(make_pod("busy", cpu="500m")), "n1")
+    return s
+
+
+def test_first_failing_plugin_decides_and_message_matches_kube_scheduler() -> None:
+    s = cluster()
+    s.set_node(make_node("n5", cpu="500m", labels={"gpu": "true"}))
+    fw = framework(s, filter=[("CpuFit", 1), ("NoGpuLabel", 1)])
+    fw_pod = make_pod("p", cpu="1")
+    s.remove_node("n3")
+    s.remove_node("n4")
+    with pytest.raises(FitError) as e:
+        fw.schedule_pod(CycleState(), fw_pod)
+    # n5 fails CpuFit first, so NoGpuLabel's reason is not counted for it.
+    assert str(e.value) == ("0/3 nodes are available: 1 node(s) had a gpu, 2 Insufficient cpu.")
+    statuses = e.value.diagnosis.node_statuses(s)
+    assert statuses["n5"].plugin == "CpuFit"
+    assert statuses["n2"].plugin == "NoGpuLabel"
+    assert e.value.diagnosis.unschedulable_plugins == {"CpuFit", "NoGpuLabel"}
+
+
+def test_scores_are_normalized_weighted_and_summed() -> None:
+    s = cluster()
+    fw = framework(s, filter=[("CpuFit", 1)], score=[("ByIndex", 2), ("Flat", 1)])
+    r = fw.schedule_pod(CycleState(), make_pod("p"))
+    assert r.suggested_host == "n4"
+    names = [s.table.names[i] for i in r.feasible_slots.tolist()]
+    assert names == ["n2", "n3", "n4"]
+    assert r.plugin_scores["ByIndex"].tolist() == [100, 150, 200]
+    assert r.plugin_scores["Flat"].tolist() == [50, 50, 50]
+    assert r.totals.tolist() == [150, 200, 250]
+    assert r.evaluated_nodes == 4
+
+
+def test_single_feasible_node_skips_scoring() -> None:
+    s = cluster()
+    fw = framework(s, filter=[("CpuFit", 1), ("NoGpuLabel", 1)], score=[("TooHigh", 1)])
+    s.remove_node("n4")
+    r = fw.schedule_pod(CycleState(), make_pod("p"))
+    assert r.suggested_host == "n3"
+    assert r.plugin_scores == {}
+
+
+def test_out_of_range_score_is_an_error() -> None:
+    fw = framework(cluster(), score=[("TooHigh", 1)])
+    with pytest.raises(ScoreError, match="invalid score 101"):
+        fw.schedule_pod(CycleState(), make_pod("p"))
+
+
+def test_ties_are_broken_at_random_but_reproducibly() -> None:
+    def pick(seed: int) -> str:
+        s = cluster()
+        fw = Framework(
+            profile_name="t",
+            registry=REGISTRY,
+            plugins={"queueSort": [("Sort", 1)], "bind": [("Binder", 1)], "score": [("Flat", 1)]},
+            snapshot=s,
+            rng=random.Random(seed),
+        )
+        return fw.schedule_pod(CycleState(), make_pod("p")).suggested_host
+
+    picks = {pick(seed) for seed in range(30)}
+    assert picks == {"n1", "n2", "n3", "n4"}
+    assert pick(7) == pick(7)
+
+
+def test_prefilter_result_narrows_and_skip_is_honoured() -> None:
+    s = cluster()
+    fw = framework(s, preFilter=[("OnlyNamed", 1)], score=[("ByIndex", 1)])
+    pod = make_pod("p", annotations={"only": "n2"})
+    assert fw.schedule_pod(CycleState(), pod).suggested_host == "n2"
+    assert fw.schedule_pod(CycleState(), make_pod("q")).suggested_host == "n4"
+    with pytest.raises(FitError) as e:
+        fw.schedule_pod(CycleState(), make_pod("r", annotations={"only": "nope"}))
+    # A named node that does not exist leaves nothing to filter: every node is "absent".
+    assert str(e.value) == (
+        "0/4 nodes are available: 4 node(s) didn't satisfy plugin(s) [OnlyNamed]."
+    )
+    with pytest.raises(FitError) as e:
+        fw.schedule_pod(CycleState(), make_pod("r", annotations={"only": ""}))
+    assert str(e.value) == "0/4 nodes are available: node(s) didn't satisfy plugin OnlyNamed."
+
+
+def test_filter_error_aborts() -> None:
+    from kubesched.framework import FilterError
+
+    fw = framework(cluster(), filter=[("Broken", 1)])
+    with pytest.raises(FilterError, match="boom"):
+        fw.schedule_pod(CycleState(), make_pod("p"))
+
+
+def test_no_nodes() -> None:
+    fw = framework(Snapshot())
+    with pytest.raises(NoNodesAvailableError, match="no nodes available to schedule pods"):
+        fw.schedule_pod(CycleState(), make_pod("p"))
+
+
+def test_profile_errors_name_the_plugin() -> None:
+    with pytest.raises(FrameworkError, match="plugin 'Nope' does not exist"):
+        framework(Snapshot(), filter=[("Nope", 1)])
+    with pytest.raises(FrameworkError, match="plugin 'Flat' does not extend filter plugin"):
+        framework(Snapshot(), filter=[("Flat", 1)])
+    with pytest.raises(FrameworkError, match="at least one bind plugin"):
+        Framework(
+            profile_name="t",
+            registry=REGISTRY,
+            plugins={"queueSort": [("Sort", 1)]},
+            snapshot=Snapshot(),
+        )
+
+
+def test_expand_multi_point_follows_kube_scheduler_order() -> None:
+    out = expand_multi_point(
+        REGISTRY,
+        multi_point=[("Sort", 0), ("CpuFit", 0), ("NoGpuLabel", 0), ("ByIndex", 3), ("Flat", 1)],
+        specific={"filter": [("Broken", 0), ("NoGpuLabel", 0)], "score": [("Flat", 5)]},
+        disabled={"filter": ["CpuFit"]},
+    )
+    # Overridden at the point first, then multiPoint-only, then point-only.
+    assert out["filter"] == [("NoGpuLabel", 0), ("Broken", 0)]
+    assert out["score"] == [("Flat", 5), ("ByIndex", 3)]
+    assert out["queueSort"] == [("Sort", 0)]
+    star = expand_multi_point(
+        REGISTRY, multi_point=[("CpuFit", 0)], specific={}, disabled={"filter": ["*"]}
+    )
+    assert "filter" not in star
+
+
+async def test_permit_wait_then_allow_or_timeout() -> None:
+    s = cluster()
+    fw = framework(s, permit=[("Gang", 1)])
+    pod = make_pod("p", annotations={"wait": "5"})
+    assert fw.run_permit(CycleState(), pod, "n3") == Status(
+        Code.WAIT, "one or more plugins asked to wait"
+    )
+    waiting = fw.get_waiting_pod(pod.metadata.uid)
+    assert waiting is not None
+    asyncio.get_running_loop().call_soon(waiting.allow, "Gang")
+    assert await fw.wait_on_permit(pod) is None
+
+    late = make_pod("late", annotations={"wait": "0.05"})
+    fw.run_permit(CycleState(), late, "n3")
+    status = await fw.wait_on_permit(late)
+    assert status is not None
+    assert status.code == Code.UNSCHEDULABLE
+    assert "rejected due to timeout after waiting 0.05s at plugin Gang" in status.message
