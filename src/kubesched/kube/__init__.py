@@ -1,1 +1,125 @@
-"""kubesched.kube."""
+"""Async access to kube-apiserver for the scheduler.
+
+* :class:`APIClient`: raw paths, bytes or ``msgspec`` structs, qps/burst rate limiting, errors
+  mapped onto :class:`APIError` subclasses that say whether a retry may help
+  (:func:`with_retries`). Built from a kubeconfig, ``$KUBECONFIG`` or the in-cluster service
+  account by :meth:`APIClient.from_kubeconfig`.
+* :class:`Reflector`: list then watch one resource type into a :class:`Store`, calling an
+  :class:`EventHandler`; re-lists and reconciles after 410 Gone.
+* :func:`bind`: the DefaultBinder's ``pods/binding`` POST with a UID precondition.
+* :class:`EventRecorder`: ``events.k8s.io/v1`` events, queued and aggregated into series;
+  :func:`update_pod_condition`: the ``PodScheduled`` condition and nominated node.
+* :class:`LeaderElector`: leader election on a Lease with client-go's semantics.
+"""
+
+from kubesched.kube._binding import bind
+from kubesched.kube._client import (
+    DEFAULT_BURST,
+    DEFAULT_QPS,
+    APIClient,
+    KubeConfigError,
+    PatchType,
+    api_path,
+    decoder_for,
+    load_kubeconfig,
+)
+from kubesched.kube._errors import (
+    AlreadyExists,
+    APIConnectionError,
+    APIError,
+    Backoff,
+    BadRequest,
+    Conflict,
+    Forbidden,
+    Gone,
+    Invalid,
+    NotFound,
+    ServerError,
+    ServerTimeout,
+    Status,
+    StatusDetails,
+    TemporaryAPIError,
+    TooManyRequests,
+    Unauthorized,
+    error_from_response,
+    error_from_status,
+    with_retries,
+)
+from kubesched.kube._events import (
+    ACTION_BINDING,
+    ACTION_SCHEDULING,
+    EVENT_TYPE_NORMAL,
+    EVENT_TYPE_WARNING,
+    EventRecorder,
+    EventSeries,
+    EventV1,
+    ObjectReference,
+    object_reference,
+    update_pod_condition,
+)
+from kubesched.kube._leader import LeaderElectionRecord, LeaderElector, default_identity
+from kubesched.kube._ratelimit import TokenBucket
+from kubesched.kube._reflector import (
+    EventHandler,
+    KubeObject,
+    ReconcileResult,
+    Reflector,
+    ResourceEventHandler,
+    Store,
+    object_key,
+    reconcile,
+)
+
+__all__ = [
+    "ACTION_BINDING",
+    "ACTION_SCHEDULING",
+    "DEFAULT_BURST",
+    "DEFAULT_QPS",
+    "EVENT_TYPE_NORMAL",
+    "EVENT_TYPE_WARNING",
+    "APIClient",
+    "APIConnectionError",
+    "APIError",
+    "AlreadyExists",
+    "Backoff",
+    "BadRequest",
+    "Conflict",
+    "EventHandler",
+    "EventRecorder",
+    "EventSeries",
+    "EventV1",
+    "Forbidden",
+    "Gone",
+    "Invalid",
+    "KubeConfigError",
+    "KubeObject",
+    "LeaderElectionRecord",
+    "LeaderElector",
+    "NotFound",
+    "ObjectReference",
+    "PatchType",
+    "ReconcileResult",
+    "Reflector",
+    "ResourceEventHandler",
+    "ServerError",
+    "ServerTimeout",
+    "Status",
+    "StatusDetails",
+    "Store",
+    "TemporaryAPIError",
+    "TokenBucket",
+    "TooManyRequests",
+    "Unauthorized",
+    "api_path",
+    "bind",
+    "decoder_for",
+    "default_identity",
+    "error_from_response",
+    "error_from_status",
+    "load_kubeconfig",
+    "object_key",
+    "object_reference",
+    "reconcile",
+    "update_pod_condition",
+    "with_retries",
+]

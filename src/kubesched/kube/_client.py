@@ -1,0 +1,516 @@
+"""A thin async client for kube-apiserver: raw paths in, bytes or typed structs out.
+
+Configuration (kubeconfig, in-cluster service account, client certificates, exec plugins, CA) is
+loaded by ``lightkube``, which hands back a configured ``httpx2.AsyncClient``; everything above
+the socket (paths, rate limiting, error mapping, decoding) is ours, so hot-path responses are
+decoded once, straight into ``msgspec`` structs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import os
+from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final, Literal, TypeAlias, TypeVar, overload
+
+import httpx2
+import msgspec
+
+import kubesched
+from kubesched.kube._errors import APIConnectionError, error_from_response
+from kubesched.kube._ratelimit import TokenBucket
+
+__all__ = [
+    "DEFAULT_BURST",
+    "DEFAULT_QPS",
+    "APIClient",
+    "KubeConfigError",
+    "PatchType",
+    "api_path",
+    "decoder_for",
+    "load_kubeconfig",
+]
+
+T = TypeVar("T")
+
+#: ``KubeSchedulerConfiguration.clientConnection`` defaults.
+DEFAULT_QPS: Final = 50.0
+DEFAULT_BURST: Final = 100
+
+SERVICE_ACCOUNT_DIR: Final = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+ParamValue: TypeAlias = str | int | float | bool
+Params: TypeAlias = Mapping[str, ParamValue | Sequence[ParamValue] | None]
+Body: TypeAlias = bytes | msgspec.Struct | Mapping[str, Any] | Sequence[Any] | None
+PatchType: TypeAlias = Literal["merge", "strategic", "json", "apply"]
+
+_PATCH_CONTENT_TYPES: Final[Mapping[str, str]] = {
+    "merge": "application/merge-patch+json",
+    "strategic": "application/strategic-merge-patch+json",
+    "json": "application/json-patch+json",
+    "apply": "application/apply-patch+yaml",
+}
+
+_encoder = msgspec.json.Encoder()
+_decoders: dict[Any, msgspec.json.Decoder[Any]] = {}
+
+
+def decoder_for(type: builtins.type[T]) -> msgspec.json.Decoder[T]:
+    """The shared JSON decoder for ``type`` (created on first use, then reused)."""
+    dec = _decoders.get(type)
+    if dec is None:
+        dec = _decoders[type] = msgspec.json.Decoder(type)
+    return dec
+
+
+def encode_body(body: Body) -> bytes | None:
+    """JSON bytes for a request body; ``bytes`` are sent as they are."""
+    if body is None or isinstance(body, bytes):
+        return body
+    return _encoder.encode(body)
+
+
+def api_path(
+    resource: str,
+    *,
+    group_version: str = "v1",
+    namespace: str | None = None,
+    name: str | None = None,
+    subresource: str | None = None,
+) -> str:
+    """The REST path of a resource, e.g. ``api_path("pods", namespace="a", name="b")``.
+
+    ``group_version`` ``"v1"`` is the core group (``/api/v1``); anything else is a named group
+    (``"coordination.k8s.io/v1"`` → ``/apis/coordination.k8s.io/v1``).
+    """
+    root = "/api/v1" if group_version == "v1" else f"/apis/{group_version}"
+    parts = [root]
+    if namespace:
+        parts.append(f"namespaces/{namespace}")
+    parts.append(resource)
+    if name:
+        parts.append(name)
+        if subresource:
+            parts.append(subresource)
+    elif subresource:
+        raise ValueError("a subresource needs a name")
+    return "/".join(parts)
+
+
+class KubeConfigError(Exception):
+    """No usable cluster configuration was found, or it could not be read."""
+
+
+def load_kubeconfig(
+    kubeconfig: str | os.PathLike[str] | None = None, *, context: str | None = None
+) -> Any:
+    """Load connection settings the way kubectl looks for them.
+
+    In order: the ``kubeconfig`` path if given; else the first existing file in ``$KUBECONFIG``;
+    else the in-cluster service account (when ``KUBERNETES_SERVICE_HOST`` is set and the token
+    is mounted); else ``~/.kube/config``. Returns lightkube's ``SingleConfig`` for ``context``
+    (or the current context).
+    """
+    from lightkube.config.kubeconfig import KubeConfig  # noqa: PLC0415  (import is slow)
+    from lightkube.core.exceptions import ConfigError  # noqa: PLC0415
+
+    try:
+        if kubeconfig is not None:
+            config = KubeConfig.from_file(kubeconfig)
+        elif env := os.environ.get("KUBECONFIG"):
+            paths = [p for p in env.split(os.pathsep) if p]
+            existing = [p for p in paths if Path(p).expanduser().is_file()]
+            config = KubeConfig.from_file(existing[0] if existing else paths[0])
+        elif (
+            os.environ.get("KUBERNETES_SERVICE_HOST")
+            and Path(SERVICE_ACCOUNT_DIR, "token").is_file()
+        ):
+            config = KubeConfig.from_service_account(SERVICE_ACCOUNT_DIR)
+        else:
+            config = KubeConfig.from_file("~/.kube/config")
+        return config.get(context)
+    except (ConfigError, KeyError, OSError, TypeError, ValueError) as exc:
+        raise KubeConfigError(f"cannot load cluster configuration: {exc}") from exc
+
+
+def _http2_available() -> bool:
+    try:
+        import h2  # noqa: F401, PLC0415
+    except ImportError:
+        return False
+    return True
+
+
+class APIClient:
+    """Async access to one kube-apiserver with client-side rate limiting.
+
+    Every request waits for a token of a bucket of ``qps`` tokens per second holding up to
+    ``burst`` (``KubeSchedulerConfiguration.clientConnection``: 50 / 100 by default; ``qps <=
+    0`` or huge means unlimited). Error responses raise the matching
+    :class:`~kubesched.kube.APIError` subclass; transport failures raise
+    :class:`~kubesched.kube.APIConnectionError`.
+
+    Methods take raw paths (``/api/v1/namespaces/ns/pods``, see :func:`api_path`) and return the
+    body as bytes, or decoded into ``type`` when one is given. The client is safe to share
+    between tasks: many requests may be in flight at once.
+    """
+
+    def __init__(
+        self,
+        http: httpx2.AsyncClient,
+        *,
+        qps: float = DEFAULT_QPS,
+        burst: int = DEFAULT_BURST,
+        user_agent: str | None = None,
+        namespace: str = "default",
+    ) -> None:
+        self._http = http
+        self.limiter = TokenBucket(qps, burst)
+        self.namespace = namespace
+        self._headers = {
+            "Accept": "application/json",
+            "User-Agent": user_agent or f"kubesched/{kubesched.__version__}",
+        }
+        self.requests_total = 0
+        self.throttled_seconds = 0.0
+
+    @classmethod
+    def from_kubeconfig(
+        cls,
+        kubeconfig: str | os.PathLike[str] | None = None,
+        *,
+        context: str | None = None,
+        qps: float = DEFAULT_QPS,
+        burst: int = DEFAULT_BURST,
+        http2: bool = True,
+        timeout: float = 30.0,
+        max_connections: int = 512,
+        max_keepalive_connections: int = 128,
+        user_agent: str | None = None,
+    ) -> APIClient:
+        """A client for the cluster found by :func:`load_kubeconfig`.
+
+        ``http2`` is used when the ``h2`` package is installed and the server offers it (TLS
+        ALPN); otherwise HTTP/1.1 with up to ``max_connections`` connections. ``timeout``
+        bounds each phase (connect, read, write, pool wait) of an ordinary request; watches use
+        their own read timeout.
+        """
+        from lightkube.config.client_adapter import ConnectionParams  # noqa: PLC0415
+
+        config = load_kubeconfig(kubeconfig, context=context)
+        params = ConnectionParams(
+            timeout=httpx2.Timeout(timeout),
+            http2=http2 and _http2_available(),
+        )
+        try:
+            kwargs = params.httpx_params(config)
+        except (OSError, ValueError, AssertionError) as exc:
+            raise KubeConfigError(f"cannot use cluster configuration: {exc}") from exc
+        limits = httpx2.Limits(
+            max_connections=max_connections,
+            max_keepalive_connections=max_keepalive_connections,
+            keepalive_expiry=60.0,
+        )
+        http = httpx2.AsyncClient(limits=limits, **kwargs)
+        return cls(http, qps=qps, burst=burst, user_agent=user_agent, namespace=config.namespace)
+
+    @property
+    def base_url(self) -> str:
+        """The API server's URL."""
+        return str(self._http.base_url)
+
+    @property
+    def http(self) -> httpx2.AsyncClient:
+        """The underlying HTTP client (auth and TLS already configured)."""
+        return self._http
+
+    async def aclose(self) -> None:
+        """Close all connections."""
+        await self._http.aclose()
+
+    async def __aenter__(self) -> APIClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def _throttle(self) -> None:
+        delay = self.limiter.reserve()
+        if delay > 0:
+            self.throttled_seconds += delay
+            try:
+                await asyncio.sleep(delay)
+            except BaseException:
+                self.limiter.cancel_reservation()
+                raise
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Params | None = None,
+        body: Body = None,
+        content_type: str = "application/json",
+        timeout: float | httpx2.Timeout | None = None,  # noqa: ASYNC109  (the HTTP timeout)
+    ) -> bytes:
+        """Send one request and return the response body; raise an ``APIError`` on failure."""
+        await self._throttle()
+        content = encode_body(body)
+        headers = self._headers
+        if content is not None:
+            headers = {**headers, "Content-Type": content_type}
+        self.requests_total += 1
+        try:
+            response = await self._http.request(
+                method,
+                path,
+                params=_clean_params(params),
+                content=content,
+                headers=headers,
+                timeout=httpx2.USE_CLIENT_DEFAULT if timeout is None else timeout,
+            )
+        except httpx2.TransportError as exc:
+            raise APIConnectionError(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
+        if response.status_code >= 400:
+            raise error_from_response(response.status_code, response.content, response.headers)
+        return response.content
+
+    @contextlib.asynccontextmanager
+    async def stream(
+        self,
+        path: str,
+        *,
+        params: Params | None = None,
+        read_timeout: float | None = None,
+    ) -> AsyncIterator[AsyncIterator[bytes]]:
+        """GET ``path`` and yield an iterator over the lines of the streamed body (a watch).
+
+        Error responses raise before anything is yielded. A transport failure while reading
+        raises :class:`~kubesched.kube.APIConnectionError` from the iterator.
+        """
+        await self._throttle()
+        current = self._http.timeout
+        timeout = httpx2.Timeout(
+            connect=current.connect, read=read_timeout, write=current.write, pool=current.pool
+        )
+        request = self._http.build_request(
+            "GET", path, params=_clean_params(params), headers=self._headers, timeout=timeout
+        )
+        self.requests_total += 1
+        try:
+            response = await self._http.send(request, stream=True)
+        except httpx2.TransportError as exc:
+            raise APIConnectionError(f"GET {path}: {type(exc).__name__}: {exc}") from exc
+        try:
+            if response.status_code >= 400:
+                try:
+                    body = await response.aread()
+                except httpx2.TransportError:
+                    body = b""
+                raise error_from_response(response.status_code, body, response.headers)
+            yield iter_lines(response, path)
+        finally:
+            await response.aclose()
+
+    # --- verbs ------------------------------------------------------------------------------
+
+    @overload
+    async def get(self, path: str, *, params: Params | None = ...) -> bytes: ...
+    @overload
+    async def get(self, path: str, *, type: builtins.type[T], params: Params | None = ...) -> T: ...
+    async def get(
+        self, path: str, *, type: builtins.type[Any] | None = None, params: Params | None = None
+    ) -> Any:
+        """GET ``path``."""
+        data = await self.request("GET", path, params=params)
+        return data if type is None else decoder_for(type).decode(data)
+
+    @overload
+    async def list(
+        self,
+        path: str,
+        *,
+        label_selector: str | None = ...,
+        field_selector: str | None = ...,
+        limit: int | None = ...,
+        continue_: str | None = ...,
+        resource_version: str | None = ...,
+        resource_version_match: str | None = ...,
+        params: Params | None = ...,
+    ) -> bytes: ...
+    @overload
+    async def list(
+        self,
+        path: str,
+        *,
+        type: builtins.type[T],
+        label_selector: str | None = ...,
+        field_selector: str | None = ...,
+        limit: int | None = ...,
+        continue_: str | None = ...,
+        resource_version: str | None = ...,
+        resource_version_match: str | None = ...,
+        params: Params | None = ...,
+    ) -> T: ...
+    async def list(
+        self,
+        path: str,
+        *,
+        type: builtins.type[Any] | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int | None = None,
+        continue_: str | None = None,
+        resource_version: str | None = None,
+        resource_version_match: str | None = None,
+        params: Params | None = None,
+    ) -> Any:
+        """GET a collection with the usual list options (``type`` e.g. ``ObjectList[Pod]``)."""
+        query: dict[str, Any] = dict(params or {})
+        query.update(
+            labelSelector=label_selector,
+            fieldSelector=field_selector,
+            limit=limit,
+            resourceVersion=resource_version,
+            resourceVersionMatch=resource_version_match,
+        )
+        query["continue"] = continue_ or None
+        data = await self.request("GET", path, params=query)
+        return data if type is None else decoder_for(type).decode(data)
+
+    @overload
+    async def post(self, path: str, body: Body, *, params: Params | None = ...) -> bytes: ...
+    @overload
+    async def post(
+        self, path: str, body: Body, *, type: builtins.type[T], params: Params | None = ...
+    ) -> T: ...
+    async def post(
+        self,
+        path: str,
+        body: Body,
+        *,
+        type: builtins.type[Any] | None = None,
+        params: Params | None = None,
+    ) -> Any:
+        """POST (create) ``body`` at ``path``."""
+        data = await self.request("POST", path, params=params, body=body)
+        return data if type is None else decoder_for(type).decode(data)
+
+    @overload
+    async def put(self, path: str, body: Body, *, params: Params | None = ...) -> bytes: ...
+    @overload
+    async def put(
+        self, path: str, body: Body, *, type: builtins.type[T], params: Params | None = ...
+    ) -> T: ...
+    async def put(
+        self,
+        path: str,
+        body: Body,
+        *,
+        type: builtins.type[Any] | None = None,
+        params: Params | None = None,
+    ) -> Any:
+        """PUT (replace) ``body`` at ``path``; a ``metadata.resourceVersion`` in it is checked."""
+        data = await self.request("PUT", path, params=params, body=body)
+        return data if type is None else decoder_for(type).decode(data)
+
+    @overload
+    async def patch(
+        self,
+        path: str,
+        body: Body,
+        *,
+        patch_type: PatchType = ...,
+        params: Params | None = ...,
+    ) -> bytes: ...
+    @overload
+    async def patch(
+        self,
+        path: str,
+        body: Body,
+        *,
+        type: builtins.type[T],
+        patch_type: PatchType = ...,
+        params: Params | None = ...,
+    ) -> T: ...
+    async def patch(
+        self,
+        path: str,
+        body: Body,
+        *,
+        type: builtins.type[Any] | None = None,
+        patch_type: PatchType = "merge",
+        params: Params | None = None,
+    ) -> Any:
+        """PATCH ``path``: JSON merge (default), strategic merge, JSON patch or server-side apply.
+
+        A status write is a patch on the ``status`` subresource, e.g.
+        ``patch(api_path("pods", namespace=ns, name=n, subresource="status"), {...},
+        patch_type="strategic")``. Server-side apply needs ``params={"fieldManager": ...}``.
+        """
+        data = await self.request(
+            "PATCH",
+            path,
+            params=params,
+            body=body,
+            content_type=_PATCH_CONTENT_TYPES[patch_type],
+        )
+        return data if type is None else decoder_for(type).decode(data)
+
+    @overload
+    async def delete(
+        self, path: str, body: Body = ..., *, params: Params | None = ...
+    ) -> bytes: ...
+    @overload
+    async def delete(
+        self, path: str, body: Body = ..., *, type: builtins.type[T], params: Params | None = ...
+    ) -> T: ...
+    async def delete(
+        self,
+        path: str,
+        body: Body = None,
+        *,
+        type: builtins.type[Any] | None = None,
+        params: Params | None = None,
+    ) -> Any:
+        """DELETE ``path``; ``body`` may be ``DeleteOptions`` (preconditions, grace period)."""
+        data = await self.request("DELETE", path, params=params, body=body)
+        return data if type is None else decoder_for(type).decode(data)
+
+
+def _clean_params(params: Params | None) -> dict[str, Any] | None:
+    if not params:
+        return None
+    return {k: v for k, v in params.items() if v is not None}
+
+
+async def iter_lines(response: httpx2.Response, what: str = "") -> AsyncIterator[bytes]:
+    """The non-empty lines of a streamed response body, without their newline."""
+    pending: list[bytes] = []
+    try:
+        async for chunk in response.aiter_bytes():
+            if b"\n" not in chunk:
+                pending.append(chunk)
+                continue
+            data = chunk
+            if pending:
+                pending.append(chunk)
+                data = b"".join(pending)
+                pending.clear()
+            lines = data.split(b"\n")
+            tail = lines.pop()
+            for line in lines:
+                if line:
+                    yield line
+            if tail:
+                pending.append(tail)
+    except httpx2.TransportError as exc:
+        raise APIConnectionError(f"reading {what}: {type(exc).__name__}: {exc}") from exc
+    if pending:
+        last = b"".join(pending).strip()
+        if last:
+            yield last
