@@ -69,7 +69,8 @@ def _is_union(tp: Any) -> bool:
     return origin is typing.Union or origin is types.UnionType
 
 
-def _type_name(value: Any) -> str:
+def type_name(value: Any) -> str:
+    """The JSON name of a value's type (``object``, ``array``, ``string``, ...) for messages."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -130,7 +131,7 @@ def _accepts_none(tp: Any) -> bool:
 
 def _convert_struct(cls: type[Any], raw: Any, path: str, errors: list[FieldError]) -> Any:
     if not isinstance(raw, Mapping):
-        errors.append(FieldError.invalid(path, raw, f"expected an object, got {_type_name(raw)}"))
+        errors.append(FieldError.invalid(path, raw, f"expected an object, got {type_name(raw)}"))
         return _INVALID
     fields = msgspec.structs.fields(cls)
     by_name = {f.encode_name: f for f in fields}
@@ -204,8 +205,13 @@ def convert_value(tp: Any, raw: Any, path: str, errors: list[FieldError]) -> Any
         concrete = [m for m in members if m is not type(None)]
         if len(concrete) == 1:
             return convert_value(concrete[0], raw, path, errors)
-        if msgspec.Struct in concrete and isinstance(raw, Mapping):
+        if msgspec.Struct in concrete:
             # Raw plugin args: kept as a plain mapping until their type is known.
+            if not isinstance(raw, Mapping):
+                errors.append(
+                    FieldError.invalid(path, raw, f"expected an object, got {type_name(raw)}")
+                )
+                return _INVALID
             return _plain_mapping(raw, path, errors)
         return _msgspec_convert(tp, raw, path, errors)
     if _is_struct_type(tp):
@@ -216,9 +222,7 @@ def convert_value(tp: Any, raw: Any, path: str, errors: list[FieldError]) -> Any
             return _msgspec_convert(tp, raw, path, errors)
         item_type = args[0] if args else Any
         if not isinstance(raw, (list, tuple)):
-            errors.append(
-                FieldError.invalid(path, raw, f"expected an array, got {_type_name(raw)}")
-            )
+            errors.append(FieldError.invalid(path, raw, f"expected an array, got {type_name(raw)}"))
             return _INVALID
         items = [
             convert_value(item_type, item, index(path, i), errors) for i, item in enumerate(raw)
@@ -231,7 +235,7 @@ def convert_value(tp: Any, raw: Any, path: str, errors: list[FieldError]) -> Any
         key_type, value_type = args if args else (Any, Any)
         if not isinstance(raw, Mapping):
             errors.append(
-                FieldError.invalid(path, raw, f"expected an object, got {_type_name(raw)}")
+                FieldError.invalid(path, raw, f"expected an object, got {type_name(raw)}")
             )
             return _INVALID
         out: dict[Any, Any] = {}

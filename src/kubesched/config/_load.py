@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 import yaml
 
-from kubesched.config._decode import decode_struct, to_builtins
+from kubesched.config._decode import decode_struct, to_builtins, type_name
 from kubesched.config._defaults import args_types_for, check_user_plugins, set_defaults
 from kubesched.config._errors import ConfigError, FieldError
 from kubesched.config._features import DEFAULT_FEATURE_GATES, FeatureGates
@@ -68,6 +68,12 @@ _StrictLoader.add_constructor("tag:yaml.org,2002:timestamp", _construct_str)
 
 
 def _yaml_error(exc: yaml.YAMLError) -> FieldError:
+    if isinstance(exc, yaml.reader.ReaderError):
+        char = exc.character
+        shown = f"0x{char:02x}" if isinstance(char, int) else repr(char)
+        return FieldError(
+            "", f"invalid YAML: {exc.reason} (character {shown} at byte {exc.position})"
+        )
     if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
         mark = exc.problem_mark
         problem = exc.problem or "invalid YAML"
@@ -135,7 +141,7 @@ def load_config_from_dict(
         data = {}
     if not isinstance(data, Mapping):
         raise ConfigError(
-            [FieldError("", f"expected a {KIND} object, got {type(data).__name__}")],
+            [FieldError("", f"expected a {KIND} object, got {type_name(data)}")],
             source=source,
         )
     errors = _check_type_meta(data)

@@ -296,5 +296,5 @@ def expand_plugins(
         if p.name in score_plugins and p.name not in weights:
             weights[p.name] = p.weight or 1
     if errors:
-        raise ConfigError(errors)
+        raise ConfigError(dict.fromkeys(errors))  # one report per entry, not per point
     return ExpandedPlugins(points=result, score_weights=weights)
