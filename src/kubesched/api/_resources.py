@@ -25,8 +25,15 @@ PODS = "pods"
 DEFAULT_MILLI_CPU_REQUEST = 100
 DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
 
-#: Resources a pod may request at pod level (``spec.resources``) in v1.34.
+#: Resources a pod may request at pod level (``spec.resources``) in v1.34: cpu, memory and
+#: hugepages (``IsSupportedPodLevelResource``).
 _POD_LEVEL_RESOURCES = frozenset({CPU, MEMORY})
+_HUGEPAGES_PREFIX = "hugepages-"
+
+
+def _is_pod_level_resource(name: str) -> bool:
+    return name in _POD_LEVEL_RESOURCES or name.startswith(_HUGEPAGES_PREFIX)
+
 
 Resources = dict[str, int]
 
@@ -120,14 +127,14 @@ def pod_requests(
 
     ``non_missing`` counts a container without a CPU or memory request as 100m / 200Mi, which
     is how kube-scheduler's scoring sees such pods (``NonZeroRequested``). Pod-level requests,
-    where set, replace the containers' sum for cpu and memory. Overhead (RuntimeClass) is added
-    unless excluded.
+    where set, replace the containers' sum for cpu, memory and hugepages. Overhead (RuntimeClass)
+    is added unless excluded.
     """
     reqs = _aggregate_container_requests(pod, non_missing)
     pod_level = pod.spec.resources
     if pod_level is not None and pod_level.requests:
         for name, q in pod_level.requests.items():
-            if name in _POD_LEVEL_RESOURCES:
+            if _is_pod_level_resource(name):
                 reqs[name] = parse_quantity(q)
     if pod.spec.overhead and not exclude_overhead:
         _add(reqs, _parse(pod.spec.overhead))
