@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Mapping, Sequence
 
 from kubesched.api._objects import (
@@ -49,37 +51,102 @@ def _label_requirement(req: LabelSelectorRequirement, labels: Mapping[str, str])
 def node_selector_requirement_matches(
     req: NodeSelectorRequirement, labels: Mapping[str, str]
 ) -> bool:
-    """One ``matchExpressions`` entry of a node selector term against node labels."""
-    op = req.operator
-    value = labels.get(req.key)
+    """One ``matchExpressions`` entry of a node selector term against node labels.
+
+    A requirement the API would refuse to turn into a selector matches no node: an unknown
+    operator, ``In``/``NotIn`` without values, ``Exists``/``DoesNotExist`` with values,
+    ``Gt``/``Lt`` without exactly one integer, or a key or value that is not a valid label key
+    or value.
+    kube-scheduler drops the whole term in that case, which for ANDed requirements is the same.
+    """
+    if not node_selector_requirement_is_valid(req):
+        return False
+    return label_requirement_holds(req.operator, req.values, labels.get(req.key))
+
+
+def node_selector_requirement_is_valid(req: NodeSelectorRequirement) -> bool:
+    """Whether ``labels.NewRequirement`` accepts the requirement (see
+    :func:`node_selector_requirement_matches`)."""
+    op, values = req.operator, req.values
+    if op in ("In", "NotIn"):
+        ok = bool(values)
+    elif op in ("Exists", "DoesNotExist"):
+        ok = not values
+    elif op in ("Gt", "Lt"):
+        ok = len(values) == 1 and parse_int64(values[0]) is not None
+    else:
+        return False
+    return ok and is_label_key(req.key) and all(is_label_value(v) for v in values)
+
+
+def label_requirement_holds(op: str, values: Sequence[str], value: str | None) -> bool:
+    """``labels.Requirement.Matches`` for a valid requirement, given the node's value of the key
+    (``None`` when the node lacks the label)."""
     if op == "In":
-        return value is not None and value in req.values
+        return value is not None and value in values
     if op == "NotIn":
-        return value is None or value not in req.values
+        return value is None or value not in values
     if op == "Exists":
         return value is not None
     if op == "DoesNotExist":
         return value is None
-    if op in ("Gt", "Lt"):
-        if value is None or len(req.values) != 1:
-            return False
-        try:
-            have, want = int(value), int(req.values[0])
-        except ValueError:
-            return False
-        return have > want if op == "Gt" else have < want
-    return False
+    if value is None:
+        return False
+    have, want = parse_int64(value), parse_int64(values[0])
+    if have is None or want is None:
+        return False
+    return have > want if op == "Gt" else have < want
+
+
+_INT64_RE = re.compile(r"[+-]?[0-9]+")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def parse_int64(s: str) -> int | None:
+    """Go's ``strconv.ParseInt(s, 10, 64)``: optional sign, decimal digits only, in range."""
+    if _INT64_RE.fullmatch(s) is None:
+        return None
+    n = int(s)
+    return n if _INT64_MIN <= n <= _INT64_MAX else None
+
+
+_NAME_RE = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+_DNS1123_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS1123_SUBDOMAIN_RE = re.compile(rf"{_DNS1123_LABEL}(\.{_DNS1123_LABEL})*")
+
+
+@functools.lru_cache(maxsize=4096)
+def is_label_key(key: str) -> bool:
+    """A qualified name: ``[prefix/]name``, the prefix a DNS subdomain of at most 253 characters,
+    the name at most 63 characters of ``[A-Za-z0-9-_.]`` starting and ending alphanumeric."""
+    prefix, slash, name = key.partition("/") if "/" in key else ("", "", key)
+    if slash and (not prefix or len(prefix) > 253 or not _DNS1123_SUBDOMAIN_RE.fullmatch(prefix)):
+        return False
+    return 0 < len(name) <= 63 and _NAME_RE.fullmatch(name) is not None
+
+
+@functools.lru_cache(maxsize=4096)
+def is_label_value(value: str) -> bool:
+    """Empty, or at most 63 characters of ``[A-Za-z0-9-_.]`` starting and ending alphanumeric."""
+    return value == "" or (len(value) <= 63 and _NAME_RE.fullmatch(value) is not None)
+
+
+def node_field_value(key: str, node_name: str) -> str:
+    """A node's value of a ``matchFields`` key: only ``metadata.name`` is a field; any other
+    reads as empty, as in a ``fields.Set``."""
+    return node_name if key == "metadata.name" else ""
+
+
+def node_selector_field_requirement_is_valid(req: NodeSelectorRequirement) -> bool:
+    """``matchFields`` entries take ``In`` or ``NotIn`` with exactly one value."""
+    return req.operator in ("In", "NotIn") and len(req.values) == 1
 
 
 def _field_requirement_matches(req: NodeSelectorRequirement, node_name: str) -> bool:
-    # Only metadata.name is a supported field, and only with In / NotIn of a single value.
-    if req.key != "metadata.name" or len(req.values) != 1:
+    if not node_selector_field_requirement_is_valid(req):
         return False
-    if req.operator == "In":
-        return node_name == req.values[0]
-    if req.operator == "NotIn":
-        return node_name != req.values[0]
-    return False
+    equal = node_field_value(req.key, node_name) == req.values[0]
+    return equal if req.operator == "In" else not equal
 
 
 def node_selector_term_matches(
