@@ -72,6 +72,22 @@ def cluster_down(name: str) -> None:
     click.echo(f"cluster {name!r} " + ("stopped and removed" if found else "does not exist"))
 
 
+@cluster.command("binaries")
+def cluster_binaries() -> None:
+    """Build (once, cached by version) or find etcd, kube-apiserver, kube-scheduler, kubectl.
+
+    Prints one `<name> <path>` line per binary.
+    """
+    from kubesched import cluster as control_plane  # noqa: PLC0415 (keeps --help fast)
+
+    try:
+        binaries = control_plane.ensure_binaries(progress=_progress)
+    except control_plane.ClusterError as err:
+        raise click.ClickException(str(err)) from err
+    for command, path in binaries.paths().items():
+        click.echo(f"{command} {path}")
+
+
 @cluster.command("status")
 def cluster_status() -> None:
     """List clusters: state, apiserver address, etcd port, kubeconfig."""

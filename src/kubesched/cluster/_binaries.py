@@ -77,6 +77,15 @@ class Binaries:
         """The cache directory holding etcd."""
         return self.etcd.parent
 
+    def paths(self) -> dict[str, Path]:
+        """Each binary by its command name."""
+        return {
+            "etcd": self.etcd,
+            "kube-apiserver": self.kube_apiserver,
+            "kube-scheduler": self.kube_scheduler,
+            "kubectl": self.kubectl,
+        }
+
 
 def _expected_binaries(modules: GoModules, env: Mapping[str, str] | None) -> Binaries:
     root = bin_dir(env)

@@ -48,6 +48,7 @@ DEFAULT_TIMEOUT = 120.0
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 FRONT_PROXY_CLIENT = "front-proxy-client"
+DISABLED_ADMISSION_PLUGINS = ("ServiceAccount", "TaintNodesByCondition")
 _PORT_ATTEMPTS = 4
 _LOG_TAIL_LINES = 40
 
@@ -298,9 +299,10 @@ def _apiserver_argv(
         f"--proxy-client-key-file={layout.front_proxy_client_key}",
         "--authorization-mode=Node,RBAC",
         "--allow-privileged=true",
-        # No controller-manager creates the "default" service account of each namespace, so
-        # the admission plugin that requires it would reject every pod.
-        "--disable-admission-plugins=ServiceAccount",
+        # No controller-manager runs: nothing creates the "default" service account of a
+        # namespace (ServiceAccount would reject every pod), and nothing lifts the not-ready
+        # taint TaintNodesByCondition puts on each new node (no pod would ever fit).
+        f"--disable-admission-plugins={','.join(DISABLED_ADMISSION_PLUGINS)}",
         *extra,
     ]
 

@@ -110,11 +110,9 @@ def spawn(
 def is_running(record: ProcessRecord) -> bool:
     """Whether the recorded process is alive (not a zombie, not a reused pid)."""
     popen = _CHILDREN.get(record.pid)
-    if popen is not None:
-        if popen.poll() is not None:
-            _CHILDREN.pop(record.pid, None)
-            return False
-        return True
+    if popen is not None and popen.poll() is not None:  # reaps it if it exited
+        _CHILDREN.pop(record.pid, None)
+        return False
     try:
         os.kill(record.pid, 0)
     except ProcessLookupError:
