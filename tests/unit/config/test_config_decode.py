@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Iterable
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 from kubesched.config import (
     ConfigError,
     DurationError,
+    FeatureGates,
     FieldError,
     NodeResourcesFitArgs,
     VolumeBindingArgs,
@@ -402,3 +404,40 @@ def test_decode_args_copies_a_typed_value() -> None:
     assert given.scoring_strategy is None
     assert got.scoring_strategy is not None
     assert got.scoring_strategy.type == "LeastAllocated"
+
+
+def test_decode_args_error_path_names_the_field() -> None:
+    with pytest.raises(ConfigError) as info:
+        decode_args(
+            NodeResourcesFitArgs,
+            {
+                "scoringStrategy": {
+                    "type": "LeastAllocated",
+                    "resources": [{"name": "cpu", "weight": 200}],
+                }
+            },
+            "profiles[0].pluginConfig[1].args",
+        )
+    assert [e.path for e in info.value.errors] == [
+        "profiles[0].pluginConfig[1].args.scoringStrategy.resources[0].weight"
+    ]
+
+
+def test_feature_gates_from_mapping() -> None:
+    gates = FeatureGates.from_mapping({"StorageCapacityScoring": True})
+    assert gates == FeatureGates(storage_capacity_scoring=True)
+    assert gates.dynamic_resource_allocation is True
+    with pytest.raises(ConfigError) as info:
+        FeatureGates.from_mapping({"NoSuchGate": True, "DynamicResourceAllocation": "yes"})  # type: ignore[dict-item]
+    assert [str(e) for e in info.value.errors] == [
+        'featureGates.NoSuchGate: Unsupported value: "NoSuchGate": supported values: '
+        '"DRASchedulerFilterTimeout", "DynamicResourceAllocation", "StorageCapacityScoring"',
+        'featureGates.DynamicResourceAllocation: Invalid value: "yes": must be true or false',
+    ]
+
+
+def test_config_error_survives_pickling() -> None:
+    err = ConfigError([FieldError("a", "Required value")], source="x.yaml")
+    again = pickle.loads(pickle.dumps(err))
+    assert again.errors == err.errors
+    assert str(again) == "x.yaml: a: Required value"

@@ -306,3 +306,15 @@ def test_errors_from_a_file_name_the_file(tmp_path: Path) -> None:
         "  parallelism: Invalid value: 0: should be an integer value greater than zero\n"
         '  profiles[1].schedulerName: Duplicate value: "a"'
     )
+
+
+def test_lookup_helpers(realistic_file: Path) -> None:
+    cfg = load_config(realistic_file)
+    assert cfg.profile("batch").percentage_of_nodes_to_score == 50
+    with pytest.raises(KeyError):
+        cfg.profile("nope")
+    plugins = cfg.profile("batch").plugins
+    assert plugins.extension_point("postFilter") is plugins.post_filter
+    assert plugins.extension_point("multiPoint") is plugins.multi_point
+    with pytest.raises(KeyError):
+        plugins.extension_point("normalizeScore")
