@@ -230,6 +230,7 @@ def expand_plugins(
        plugins, then the remaining explicit plugins.
     5. Score weight: the explicit ``score`` entry's weight if there is one, else the
        ``multiPoint`` weight; an unset or zero weight is 1.
+    6. The result must have exactly one ``queueSort`` plugin and at least one ``bind`` plugin.
 
     Problems are raised together as a :class:`ConfigError`.
     """
@@ -289,6 +290,21 @@ def expand_plugins(
         ordered += multi_only
         ordered += [n for n in explicit if n not in overrides]
         result[point] = tuple(ordered)
+
+    if not errors:
+        queue_sort = result["queueSort"]
+        if len(queue_sort) != 1:
+            errors.append(
+                FieldError.invalid(
+                    child(path, "queueSort"),
+                    list(queue_sort),
+                    f"exactly one queue sort plugin is required, got {len(queue_sort)}",
+                )
+            )
+        if not result["bind"]:
+            errors.append(
+                FieldError.required(child(path, "bind"), "at least one bind plugin is needed")
+            )
 
     weights: dict[str, int] = {}
     score_plugins = set(result["score"])

@@ -278,3 +278,18 @@ def test_expand_errors_name_the_entries() -> None:
         'profiles[0].plugins.multiPoint.enabled[20]: Duplicate value: "Custom"',
         'profiles[0].plugins.score.enabled[1]: Duplicate value: "Custom"',
     ]
+
+
+def test_expand_requires_one_queue_sort_and_a_binder() -> None:
+    prof = profile_from(
+        {
+            "multiPoint": {"disabled": [{"name": "PrioritySort"}, {"name": "DefaultBinder"}]},
+        }
+    )
+    with pytest.raises(ConfigError) as info:
+        expand_plugins(prof, implements, path="profiles[0].plugins")
+    assert [str(e) for e in info.value.errors] == [
+        "profiles[0].plugins.queueSort: Invalid value: []: "
+        "exactly one queue sort plugin is required, got 0",
+        "profiles[0].plugins.bind: Required value: at least one bind plugin is needed",
+    ]
