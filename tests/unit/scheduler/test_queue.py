@@ -1,0 +1,933 @@
+"""The scheduling queue: kube-scheduler's PriorityQueue scenarios, on a clock moved by hand."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+import pytest
+
+from builders import make_pod
+from kubesched.api import Pod
+from kubesched.framework import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    Code,
+    PodInfo,
+    QueuedPodInfo,
+    QueueingHint,
+    Status,
+)
+from kubesched.scheduler._queue import (
+    ACTIVE,
+    BACKOFF,
+    EVENT_ASSIGNED_POD_ADD,
+    EVENT_WILDCARD,
+    GATED,
+    UNSCHEDULABLE,
+    SchedulingQueue,
+    event_matches,
+    pod_scheduling_properties_change,
+)
+
+NODE_ADD = ClusterEvent("Node", ActionType.ADD)
+NODE_LABEL = ClusterEvent("Node", ActionType.UPDATE_NODE_LABEL)
+NODE_TAINT = ClusterEvent("Node", ActionType.UPDATE_NODE_TAINT)
+GATE_PLUGIN = "SchedulingGates"
+
+
+class FakeClock:
+    """Monotonic seconds that only move when the test says so."""
+
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def step(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def priority_sort(a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+    """PrioritySort: higher priority first, then earlier first attempt."""
+    pa, pb = a.pod.spec.priority or 0, b.pod.spec.priority or 0
+    if pa != pb:
+        return pa > pb
+    return a.initial_attempt_timestamp < b.initial_attempt_timestamp
+
+
+def scheduling_gates(pod: Pod) -> Status | None:
+    if pod.spec.scheduling_gates:
+        return Status(
+            Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "waiting for scheduling gates", plugin=GATE_PLUGIN
+        )
+    return None
+
+
+DEFAULT_EVENTS: dict[str, list[ClusterEventWithHint]] = {
+    "Fit": [
+        ClusterEventWithHint(ClusterEvent("Node", ActionType.ADD | ActionType.UPDATE_NODE_LABEL))
+    ],
+    "Taints": [ClusterEventWithHint(ClusterEvent("Node", ActionType.UPDATE_NODE_TAINT))],
+    GATE_PLUGIN: [
+        ClusterEventWithHint(ClusterEvent("Pod", ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED))
+    ],
+}
+
+
+def make_queue(
+    clock: FakeClock,
+    events: Mapping[str, list[ClusterEventWithHint]] | None = None,
+    **kwargs: Any,
+) -> SchedulingQueue:
+    return SchedulingQueue(
+        less=priority_sort,
+        pre_enqueue=scheduling_gates,
+        events_to_register=DEFAULT_EVENTS if events is None else events,
+        clock=clock,
+        **kwargs,
+    )
+
+
+def pop(q: SchedulingQueue) -> QueuedPodInfo:
+    qpi = q.try_pop()
+    assert qpi is not None
+    return qpi
+
+
+def fail(
+    q: SchedulingQueue, qpi: QueuedPodInfo, *plugins: str, pending: tuple[str, ...] = ()
+) -> None:
+    """End an attempt the way the scheduling loop does after a rejection (or an error)."""
+    qpi.unschedulable_plugins = set(plugins)
+    qpi.pending_plugins = set(pending)
+    q.add_unschedulable_if_not_present(qpi, q.scheduling_cycle)
+
+
+def relabel(pod: Pod, **labels: str) -> Pod:
+    meta = msgspec.structs.replace(pod.metadata, labels={**pod.metadata.labels, **labels})
+    return msgspec.structs.replace(pod, metadata=meta)
+
+
+def with_spec(pod: Pod, **changes: Any) -> Pod:
+    return msgspec.structs.replace(pod, spec=msgspec.structs.replace(pod.spec, **changes))
+
+
+def uid(pod: Pod) -> str:
+    return pod.metadata.uid
+
+
+# --- ordering and popping -----------------------------------------------------------------
+
+
+def test_pop_follows_priority_then_arrival() -> None:
+    clock = FakeClock()
+    q = make_queue(clock)
+    low = make_pod("low", priority=1)
+    high = make_pod("high", priority=100)
+    mid_first = make_pod("mid-first", priority=10)
+    q.add(low)
+    clock.step(1)
+    q.add(mid_first)
+    clock.step(1)
+    q.add(high)
+    clock.step(1)
+    q.add(make_pod("mid-second", priority=10))
+    names = [pop(q).pod.metadata.name for _ in range(4)]
+    assert names == ["high", "mid-first", "mid-second", "low"]
+    assert q.try_pop() is None
+
+
+def test_pop_counts_attempts_resets_plugins_and_tracks_in_flight() -> None:
+    clock = FakeClock()
+    q = make_queue(clock, pop_from_backoff=False)
+    pod = make_pod("p")
+    q.add(pod)
+    qpi = pop(q)
+    assert qpi.attempts == 1
+    assert q.scheduling_cycle == 1
+    assert q.where(uid(pod)) == "in-flight"
+    assert q.in_flight_pods() == [pod]
+    fail(q, qpi, "Fit")
+    assert q.where(uid(pod)) == UNSCHEDULABLE
+    assert q.in_flight_pods() == []
+    clock.step(20)
+    q.move_all_to_active_or_backoff(NODE_ADD)
+    again = pop(q)
+    assert again is qpi
+    assert again.attempts == 2
+    assert again.unschedulable_plugins == set()
+    q.done(uid(pod))
+    assert q.where(uid(pod)) is None
+
+
+async def test_pop_waits_for_a_pod() -> None:
+    q = make_queue(FakeClock())
+    waiter = asyncio.ensure_future(q.pop())
+    await asyncio.sleep(0.01)
+    assert not waiter.done()
+    pod = make_pod("late")
+    q.add(pod)
+    qpi = await asyncio.wait_for(waiter, 1)
+    assert qpi is not None
+    assert qpi.pod is pod
+
+
+async def test_close_releases_a_waiting_pop_and_later_pops() -> None:
+    q = make_queue(FakeClock())
+    waiter = asyncio.ensure_future(q.pop())
+    await asyncio.sleep(0.01)
+    q.close()
+    assert await asyncio.wait_for(waiter, 1) is None
+    q.add(make_pod("after-close"))
+    assert await q.pop() is None
+
+
+# --- backoff ------------------------------------------------------------------------------
+
+
+def test_backoff_doubles_from_initial_up_to_max() -> None:
+    clock = FakeClock()
+    q = make_queue(clock, pop_from_backoff=False, pod_initial_backoff=1, pod_max_backoff=10)
+    qpi = QueuedPodInfo(PodInfo.of(make_pod("p")), clock(), clock())
+    durations = []
+    for attempts in range(1, 8):
+        qpi.attempts = attempts
+        durations.append(q.backoff_expiry(qpi) - qpi.timestamp)
+    assert durations == [1, 2, 4, 8, 10, 10, 10]
+    qpi.attempts = 0
+    assert not q.is_backing_off(qpi)
+
+
+def test_errored_pod_waits_out_its_backoff() -> None:
+    clock = FakeClock()
+    q = make_queue(clock, pop_from_backoff=False)
+    pod = make_pod("p")
+    q.add(pod)
+    qpi = pop(q)
+    qpi = pop_fail_error(q, qpi)
+    assert q.where(uid(pod)) == BACKOFF
+    assert q.try_pop() is None  # activeQ empty, backoff not over
+    clock.step(0.5)
+    q.flush_backoff_completed()
+    assert q.where(uid(pod)) == BACKOFF
+    clock.step(0.6)
+    q.flush_backoff_completed()
+    assert q.where(uid(pod)) == ACTIVE
+    # Second failure: two seconds.
+    qpi = pop(q)
+    pop_fail_error(q, qpi)
+    clock.step(1.5)
+    q.flush_backoff_completed()
+    assert q.where(uid(pod)) == BACKOFF
+    clock.step(0.6)
+    q.flush_backoff_completed()
+    assert q.where(uid(pod)) == ACTIVE
+
+
+def pop_fail_error(q: SchedulingQueue, qpi: QueuedPodInfo) -> QueuedPodInfo:
+    fail(q, qpi)
+    return qpi
+
+
+def test_backoff_is_aligned_to_whole_seconds_when_popping_from_backoff() -> None:
+    clock = FakeClock(10.3)
+    q = make_queue(clock)
+    pod = make_pod("p")
+    q.add(pod)
+    qpi = pop(q)
+    fail(q, qpi)  # error: backoff 1 s from 10.3, aligned down to 11.0
+    assert q.backoff_expiry(qpi) == 11.0
+    clock.now = 11.5  # in the window of the expiry: still backing off
+    q.flush_backoff_completed()
+    assert q.where(uid(pod)) == BACKOFF
+    clock.now = 12.0
+    q.flush_backoff_completed()
+    assert q.where(uid(pod)) == ACTIVE
+
+
+def test_pops_from_backoff_when_active_is_empty_but_not_errored_pods() -> None:
+    clock = FakeClock()
+    q = make_queue(clock)
+    rejected, errored = make_pod("rejected"), make_pod("errored")
+    q.add(rejected)
+    clock.step(0.001)
+    q.add(errored)
+    a, b = pop(q), pop(q)
+    q.move_all_to_active_or_backoff(NODE_ADD)  # in flight: makes "Fit" rejections retry
+    fail(q, a, "Fit")
+    fail(q, b)
+    assert q.where(uid(rejected)) == BACKOFF
+    assert q.where(uid(errored)) == BACKOFF
+    assert pop(q).pod is rejected  # still backing off, but nothing else to do
+    assert q.try_pop() is None  # errored pods wait out their backoff
+
+
+def test_backoff_pops_in_expiry_order_then_priority() -> None:
+    clock = FakeClock(100.0)
+    q = make_queue(clock)
+    pods = [make_pod("low", priority=1), make_pod("high", priority=9), make_pod("later")]
+    for p in pods:
+        q.add(p)
+    popped = {qpi.pod.metadata.name: qpi for qpi in (pop(q), pop(q), pop(q))}
+    q.move_all_to_active_or_backoff(NODE_ADD)
+    fail(q, popped["low"], "Fit")
+    fail(q, popped["high"], "Fit")
+    clock.step(1.0)
+    fail(q, popped["later"], "Fit")
+    order = [pop(q).pod.metadata.name for _ in range(3)]
+    assert order == ["high", "low", "later"]
+
+
+# --- unschedulable pods and events --------------------------------------------------------
+
+
+def test_rejected_pod_waits_for_an_event_its_plugin_registered() -> None:
+    clock = FakeClock()
+    q = make_queue(clock, pop_from_backoff=False)
+    pod = make_pod("p")
+    q.add(pod)
+    fail(q, pop(q), "Taints")
+    assert q.where(uid(pod)) == UNSCHEDULABLE
+    q.move_all_to_active_or_backoff(NODE_ADD)  # only "Fit" registered it
+    assert q.where(uid(pod)) == UNSCHEDULABLE
+    q.move_all_to_active_or_backoff(NODE_TAINT)
+    assert q.where(uid(pod)) == BACKOFF  # still within its 1 s backoff
+    clock.step(2)
+    q.flush_backoff_completed()
+    assert q.where(uid(pod)) == ACTIVE
+
+
+def test_event_after_backoff_goes_straight_to_active() -> None:
+    clock = FakeClock()
+    q = make_queue(clock)
+    pod = make_pod("p")
+    q.add(pod)
+    fail(q, pop(q), "Fit")
+    clock.step(5)
+    q.move_all_to_active_or_backoff(NODE_LABEL)
+    assert q.where(uid(pod)) == ACTIVE
+
+
+def test_broader_incoming_action_does_not_match_a_narrow_registration() -> None:
+    narrow = ClusterEvent("Node", ActionType.UPDATE_NODE_LABEL)
+    assert event_matches(narrow, ClusterEvent("Node", ActionType.UPDATE_NODE_LABEL))
+    assert not event_matches(narrow, ClusterEvent("Node", ActionType.UPDATE))
+    assert event_matches(ClusterEvent("Node", ActionType.UPDATE), narrow)
+    assert not event_matches(narrow, ClusterEvent("Pod", ActionType.UPDATE_NODE_LABEL))
+    pod_add = ClusterEvent("Pod", ActionType.ADD)
+    assert event_matches(pod_add, ClusterEvent("AssignedPod", ActionType.ADD))
+    assert event_matches(pod_add, ClusterEvent("UnschedulablePod", ActionType.ADD))
+    assert not event_matches(ClusterEvent("AssignedPod", ActionType.ADD), pod_add)
+    assert event_matches(ClusterEvent("*", ActionType.ADD), NODE_ADD)
+    assert event_matches(EVENT_WILDCARD, NODE_TAINT)
+    assert not event_matches(NODE_ADD, EVENT_WILDCARD)
+
+
+def test_queueing_hint_decides_per_event() -> None:
+    seen: list[Any] = []
+
+    def only_gpu_nodes(pod: Pod, old: Any, new: Any) -> QueueingHint:
+        seen.append(new)
+        if new is not None and new.get("gpu"):
+            return QueueingHint.QUEUE
+        return QueueingHint.SKIP
+
+    events = {"Fit": [ClusterEventWithHint(NODE_ADD, only_gpu_nodes)]}
+    clock = FakeClock()
+    q = make_queue(clock, events, pop_from_backoff=False)
+    pod = make_pod("p")
+    q.add(pod)
+    fail(q, pop(q), "Fit")
+    clock.step(5)
+    q.move_all_to_active_or_backoff(NODE_ADD, None, {"gpu": False})
+    assert q.where(uid(pod)) == UNSCHEDULABLE
+    q.move_all_to_active_or_backoff(NODE_ADD, None, {"gpu": True})
+    assert q.where(uid(pod)) == ACTIVE
+    assert seen == [{"gpu": False}, {"gpu": True}]
+
+
+def test_a_failing_hint_counts_as_queue() -> None:
+    def broken(pod: Pod, old: Any, new: Any) -> QueueingHint:
+        raise RuntimeError("bug")
+
+    clock = FakeClock()
+    q = make_queue(clock, {"Fit": [ClusterEventWithHint(NODE_ADD, broken)]})
+    pod = make_pod("p")
+    q.add(pod)
+    fail(q, pop(q), "Fit")
+    clock.step(5)
+    q.move_all_to_active_or_backoff(NODE_ADD)
+    assert q.where(uid(pod)) == ACTIVE
+
+
+def test_pending_plugin_queue_hint_skips_backoff() -> None:
+    clock = FakeClock()
+    events = {"Volumes": [ClusterEventWithHint(ClusterEvent("PersistentVolume", ActionType.ADD))]}
+    q = make_queue(clock, events, pop_from_backoff=False)
+    pod = make_pod("p")
+    q.add(pod)
+    qpi = pop(q)
+    fail(q, qpi, pending=("Volumes",))
+    assert q.where(uid(pod)) == UNSCHEDULABLE
+    assert q.is_backing_off(qpi)
+    q.move_all_to_active_or_backoff(ClusterEvent("PersistentVolume", ActionType.ADD))
+    assert q.where(uid(pod)) == ACTIVE
+
+
+def test_plugin_without_registered_events_is_woken_by_any_event() -> None:
+    clock = FakeClock()
+    q = make_queue(clock)
+    pod = make_pod("p")
+    q.add(pod)
+    fail(q, pop(q), "OutOfTree")
+    clock.step(5)
+    q.move_all_to_active_or_backoff(ClusterEvent("StorageClass", ActionType.ADD))
+    assert q.where(uid(pod)) == ACTIVE
+
+
+def test_errored_pod_left_in_unschedulable_moves_on_any_event() -> None:
+    """A pod with no rejecting plugin in unschedulablePods (gate lifted but a plugin gated it
+    again without naming itself) is moved by events nobody registered."""
+    clock = FakeClock()
+    q = make_queue(clock, {})
+    pod = make_pod("p")
+    q.add(pod)
+    qpi = pop(q)
+    fail(q, qpi, "X")  # X registered nothing: wildcard
+    assert q.where(uid(pod)) == UNSCHEDULABLE
+    clock.step(5)
+    q.move_all_to_active_or_backoff(ClusterEvent("Anything", ActionType.DELETE))
+    assert q.where(uid(pod)) == ACTIVE
+
+
+def test_pre_check_filters_pods() -> None:
+    clock = FakeClock()
+    q = make_queue(clock)
+    a, b = make_pod("a"), make_pod("b")
+    q.add(a)
+    clock.step(1)
+    q.add(b)
+    fail(q, pop(q), "Fit")
+    fail(q, pop(q), "Fit")
+    clock.step(5)
+    q.move_all_to_active_or_backoff(NODE_ADD, pre_check=lambda p: p.metadata.name == "b")
+    assert q.where(uid(a)) == UNSCHEDULABLE
+    assert q.where(uid(b)) == ACTIVE
+
+
+# --- events while in flight ----------------------------------------------------------------
+
+
+def test_event_while_in_flight_sends_the_pod_to_backoff() -> None:
+    clock = FakeClock()
+    q = make_queue(clock, pop_from_backoff=False)
+    pod = make_pod("p")
+    q.add(pod)
+    qpi = pop(q)
+    q.move_all_to_active_or_backoff(NODE_ADD)  # a node appears mid-attempt
+    fail(q, qpi, "Fit")
+    assert q.where(uid(pod)) == BACKOFF
+
+
+def test_unrelated_event_while_in_flight_keeps_the_pod_unschedulable() -> None:
+    clock = FakeClock()
+    q = make_queue(clock, pop_from_backoff=False)
+    pod = make_pod("p")
+    q.add(pod)
+    qpi = pop(q)
+    q.move_all_to_active_or_backoff(NODE_TAINT)  # "Fit" did not register it
+    fail(q, qpi, "Fit")
+    assert q.where(uid(pod)) == UNSCHEDULABLE
+
+
+def test_event_before_the_attempt_started_does_not_count() -> None:
+    clock = FakeClock()
+    q = make_queue(clock, pop_from_backoff=False)
+    first, second = make_pod("first", priority=10), make_pod("second")
+    q.add(first)
+    q.add(second)
+    a = pop(q)
+    q.move_all_to_active_or_backoff(NODE_ADD)  # while only "first" is in flight
+    b = pop(q)
+    fail(q, b, "Fit")
+    assert q.where(uid(second)) == UNSCHEDULABLE
+    fail(q, a, "Fit")
+    assert q.where(uid(first)) == BACKOFF
+
+
+def test_in_flight_events_are_pruned_when_attempts_end() -> None:
+    clock = FakeClock()
+    q = make_queue(clock, pop_from_backoff=False)
+    early, late = make_pod("early", priority=1), make_pod("late")
+    q.add(early)
+    q.add(late)
+    a = pop(q)
+    for _ in range(300):
+        q.move_all_to_active_or_backoff(NODE_ADD)
+    b = pop(q)
+    assert len(q._events) == 300
+    q.done(uid(a.pod))
+    # Every event predates the only attempt left: none is kept, and none counts for it.
+    assert q._events[q._events_head :] == []
+    fail(q, b, "Fit")
+    assert q.where(uid(late)) == UNSCHEDULABLE
+    assert q._events == []
+
+
+def test_update_while_in_flight_is_kept_and_returns_the_latest_pod() -> None:
+    events = {"Affinity": [ClusterEventWithHint(ClusterEvent("Pod", ActionType.UPDATE_POD_LABEL))]}
+    clock = FakeClock()
+    q = make_queue(clock, events, pop_from_backoff=False)
+    pod = make_pod("p")
+    q.add(pod)
+    qpi = pop(q)
+    newer = relabel(pod, tier="web")
+    q.update(pod, newer)
+    assert q.where(uid(pod)) == "in-flight"
+    fail(q, qpi, "Affinity")
+    assert q.where(uid(pod)) == BACKOFF
+    queued = q.get(uid(pod))
+    assert queued is not None
+    assert queued.pod is newer
+
+
+def test_pod_deleted_while_in_flight_is_not_requeued() -> None:
+    clock = FakeClock()
+    q = make_queue(clock)
+    pod = make_pod("p")
+    q.add(pod)
+    qpi = pop(q)
+    q.delete(pod)
+    fail(q, qpi, "Fit")
+    assert q.where(uid(pod)) is None
+    assert q.pending_pods() == []
+
+
+def test_activate_moves_pods_now_and_marks_in_flight_ones() -> None:
+    clock = FakeClock()
+    q = make_queue(clock, pop_from_backoff=False)
+    parked, flying = make_pod("parked"), make_pod("flying")
+    q.add(parked)
+    clock.step(1)
+    q.add(flying)
+    fail(q, pop(q), "Taints")
+    f = pop(q)
+    assert f.pod is flying
+    q.activate([parked, flying])
+    assert q.where(uid(parked)) == ACTIVE
+    fail(q, f, "Taints")
+    assert q.where(uid(flying)) == BACKOFF
+
+
+# --- the five-minute flush ----------------------------------------------------------------
+
+
+def test_unschedulable_pods_are_flushed_after_five_minutes() -> None:
+    clock = FakeClock()
+    q = make_queue(clock, pop_from_backoff=False)
+    old, young = make_pod("old"), make_pod("young")
+    q.add(old)
+    fail(q, pop(q), "Taints")
+    clock.step(200)
+    q.add(young)
+    fail(q, pop(q), "Taints")
+    clock.step(100.5)  # "old" has waited 300.5 s, "young" 100.5 s
+    q.flush_unschedulable_leftover()
+    assert q.where(uid(old)) == ACTIVE
+    assert q.where(uid(young)) == UNSCHEDULABLE
+
+
+async def test_run_flushes_backoff_and_leftovers() -> None:
+    clock = FakeClock(50.0)
+    q = make_queue(clock, pop_from_backoff=False, pod_max_in_unschedulable_pods_duration=10)
+    backing, parked = make_pod("backing"), make_pod("parked")
+    q.add(backing)
+    clock.step(0.001)
+    q.add(parked)
+    fail(q, pop(q))  # error: backoff
+    fail(q, pop(q), "Taints")
+    task = asyncio.ensure_future(
+        q.run(backoff_flush_interval=0.01, unschedulable_flush_interval=0.02)
+    )
+    await asyncio.sleep(0.05)
+    assert q.where(uid(backing)) == BACKOFF
+    assert q.where(uid(parked)) == UNSCHEDULABLE
+    clock.step(11)
+    await asyncio.sleep(0.1)
+    assert q.where(uid(backing)) == ACTIVE
+    assert q.where(uid(parked)) == ACTIVE
+    q.close()
+    await asyncio.wait_for(task, 1)
+
+
+# --- gated pods ------------------------------------------------------------------------------
+
+
+def test_gated_pod_waits_until_its_gates_are_removed() -> None:
+    clock = FakeClock()
+    q = make_queue(clock)
+    pod = make_pod("gated", spec={"schedulingGates": [{"name": "example.com/wait"}]})
+    q.add(pod)
+    assert q.where(uid(pod)) == GATED
+    assert q.counts() == {ACTIVE: 0, BACKOFF: 0, UNSCHEDULABLE: 0, GATED: 1}
+    assert q.try_pop() is None
+    q.move_all_to_active_or_backoff(NODE_ADD)
+    clock.step(400)
+    q.flush_unschedulable_leftover()  # the wildcard does not lift a gate
+    assert q.where(uid(pod)) == GATED
+    q.update(pod, relabel(pod, x="y"))  # an update that keeps the gate
+    assert q.where(uid(pod)) == GATED
+    ungated = with_spec(pod, scheduling_gates=[])
+    q.update(pod, ungated)
+    assert q.where(uid(pod)) == ACTIVE
+    qpi = pop(q)
+    assert qpi.pod is ungated
+    assert qpi.attempts == 1
+    # The first attempt is timed from when the gate lifted, not from creation.
+    assert qpi.initial_attempt_timestamp == clock()
+
+
+def test_pre_enqueue_that_raises_gates_until_any_event() -> None:
+    calls = 0
+
+    def flaky(pod: Pod) -> Status | None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise RuntimeError("plugin bug")
+        return None
+
+    clock = FakeClock()
+    q = SchedulingQueue(less=priority_sort, pre_enqueue=flaky, clock=clock)
+    pod = make_pod("p")
+    q.add(pod)
+    assert q.where(uid(pod)) == GATED
+    q.move_all_to_active_or_backoff(NODE_ADD)
+    assert q.where(uid(pod)) == ACTIVE
+
+
+# --- delete and update ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("place", [ACTIVE, BACKOFF, UNSCHEDULABLE, GATED])
+def test_delete_removes_the_pod_from_each_sub_queue(place: str) -> None:
+    clock = FakeClock()
+    q = make_queue(clock, pop_from_backoff=False)
+    spec = {"schedulingGates": [{"name": "g"}]} if place == GATED else None
+    pod = make_pod("p", spec=spec)
+    q.add(pod)
+    if place == BACKOFF:
+        fail(q, pop(q))
+    elif place == UNSCHEDULABLE:
+        fail(q, pop(q), "Fit")
+    assert q.where(uid(pod)) == place
+    q.delete(pod)
+    assert q.where(uid(pod)) is None
+    assert q.pending_pods() == []
+    assert sum(q.counts().values()) == 0
+    clock.step(1000)
+    q.flush_backoff_completed()
+    q.flush_unschedulable_leftover()
+    q.move_all_to_active_or_backoff(NODE_ADD)
+    assert q.try_pop() is None
+
+
+def test_update_in_active_reorders() -> None:
+    clock = FakeClock()
+    q = make_queue(clock)
+    a, b = make_pod("a", priority=5), make_pod("b", priority=1)
+    q.add(a)
+    q.add(b)
+    b2 = with_spec(b, priority=10)
+    q.update(b, b2)
+    first = pop(q)
+    assert first.pod is b2
+    assert pop(q).pod is a
+
+
+def test_update_in_backoff_stays_in_backoff() -> None:
+    clock = FakeClock()
+    q = make_queue(clock, pop_from_backoff=False)
+    pod = make_pod("p")
+    q.add(pod)
+    fail(q, pop(q))
+    newer = relabel(pod, a="b")
+    q.update(pod, newer)
+    assert q.where(uid(pod)) == BACKOFF
+    queued = q.get(uid(pod))
+    assert queued is not None
+    assert queued.pod is newer
+
+
+def test_update_of_unschedulable_pod_moves_it_only_on_a_registered_change() -> None:
+    events = {"Affinity": [ClusterEventWithHint(ClusterEvent("Pod", ActionType.UPDATE_POD_LABEL))]}
+    clock = FakeClock()
+    q = make_queue(clock, events)
+    pod = make_pod("p")
+    q.add(pod)
+    fail(q, pop(q), "Affinity")
+    clock.step(5)
+    annotated = msgspec.structs.replace(
+        pod, metadata=msgspec.structs.replace(pod.metadata, annotations={"note": "x"})
+    )
+    q.update(pod, annotated)  # UPDATE_OTHER: not registered
+    assert q.where(uid(pod)) == UNSCHEDULABLE
+    queued = q.get(uid(pod))
+    assert queued is not None
+    assert queued.pod is annotated
+    q.update(annotated, relabel(annotated, app="x"))
+    assert q.where(uid(pod)) == ACTIVE
+
+
+def test_update_of_unknown_pod_adds_it() -> None:
+    q = make_queue(FakeClock())
+    pod = make_pod("p")
+    q.update(None, pod)
+    assert q.where(uid(pod)) == ACTIVE
+    q.add(relabel(pod, again="yes"))  # re-listed: an update, not a second copy
+    assert len(q) == 1
+
+
+def test_pod_scheduling_properties_change() -> None:
+    pod = make_pod("p", cpu="2", spec={"schedulingGates": [{"name": "g"}]})
+    same = pod_scheduling_properties_change(pod, pod)
+    assert same == [ClusterEvent("UnschedulablePod", ActionType.UPDATE_OTHER)]
+    smaller = make_pod("p", cpu="1")
+    smaller = with_spec(relabel(smaller, a="b"), tolerations=[{"operator": "Exists"}])
+    smaller = msgspec.convert(msgspec.to_builtins(smaller), Pod)
+    actions = {e.action for e in pod_scheduling_properties_change(smaller, pod)}
+    assert actions == {
+        ActionType.UPDATE_POD_LABEL,
+        ActionType.UPDATE_POD_SCALE_DOWN,
+        ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED,
+        ActionType.UPDATE_POD_TOLERATIONS,
+    }
+    bound = with_spec(pod, node_name="n1")
+    assert {e.resource for e in pod_scheduling_properties_change(bound, pod)} == {"AssignedPod"}
+
+
+# --- assigned pod events ------------------------------------------------------------------
+
+
+def test_assigned_pod_added_moves_only_pods_it_may_help() -> None:
+    events = {
+        "InterPodAffinity": [ClusterEventWithHint(ClusterEvent("Pod", ActionType.ADD))],
+        "PodTopologySpread": [ClusterEventWithHint(ClusterEvent("Pod", ActionType.ADD))],
+    }
+    clock = FakeClock()
+    q = make_queue(clock, events)
+    wants_db = make_pod(
+        "wants-db",
+        spec={
+            "affinity": {
+                "podAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                        {"topologyKey": "zone", "labelSelector": {"matchLabels": {"app": "db"}}}
+                    ]
+                }
+            }
+        },
+    )
+    wants_cache = make_pod(
+        "wants-cache",
+        spec={
+            "affinity": {
+                "podAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                        {"topologyKey": "zone", "labelSelector": {"matchLabels": {"app": "cache"}}}
+                    ]
+                }
+            }
+        },
+    )
+    spread = make_pod("spread")
+    other_ns_spread = make_pod("spread-elsewhere", namespace="other")
+    for p in (wants_db, wants_cache, spread, other_ns_spread):
+        q.add(p)
+        clock.step(1)
+    for _ in range(2):
+        fail(q, pop(q), "InterPodAffinity")
+    for _ in range(2):
+        fail(q, pop(q), "PodTopologySpread")
+    clock.step(5)
+    q.assigned_pod_added(make_pod("db-0", labels={"app": "db"}, node_name="n1"))
+    assert q.where(uid(wants_db)) == ACTIVE
+    assert q.where(uid(wants_cache)) == UNSCHEDULABLE
+    assert q.where(uid(spread)) == ACTIVE
+    assert q.where(uid(other_ns_spread)) == UNSCHEDULABLE
+    assert EVENT_ASSIGNED_POD_ADD.resource == "AssignedPod"
+
+
+def test_assigned_pod_scaled_down_moves_resource_rejections() -> None:
+    events = {
+        "NodeResourcesFit": [
+            ClusterEventWithHint(
+                ClusterEvent("Pod", ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN)
+            )
+        ]
+    }
+    clock = FakeClock()
+    q = make_queue(clock, events)
+    pending = make_pod("pending")
+    q.add(pending)
+    fail(q, pop(q), "NodeResourcesFit")
+    clock.step(5)
+    running = make_pod("running", cpu="2", node_name="n1")
+    relabelled = relabel(running, v="2")
+    q.assigned_pod_updated(running, relabelled)
+    assert q.where(uid(pending)) == UNSCHEDULABLE
+    q.assigned_pod_updated(relabelled, make_pod_like(relabelled, cpu="1"))
+    assert q.where(uid(pending)) == ACTIVE
+
+
+def make_pod_like(pod: Pod, cpu: str) -> Pod:
+    raw = msgspec.to_builtins(pod)
+    raw["spec"]["containers"][0]["resources"]["requests"]["cpu"] = cpu
+    return msgspec.convert(raw, Pod)
+
+
+# --- nominator --------------------------------------------------------------------------------
+
+
+def test_nominated_pods_follow_add_update_and_delete() -> None:
+    clock = FakeClock()
+    q = make_queue(clock)
+    pod = make_pod("preemptor", priority=100)
+    q.add(pod)
+    qpi = pop(q)
+    fail(q, qpi, "Fit")
+    q.add_nominated_pod(qpi.pod_info, "n1")
+    assert [p.pod for p in q.nominated_pods_for_node("n1")] == [pod]
+    assert q.nominated_node(uid(pod)) == "n1"
+    # An update that does not carry the nomination keeps the one made in memory.
+    newer = relabel(pod, seen="yes")
+    q.update(pod, newer)
+    assert [p.pod for p in q.nominated_pods_for_node("n1")] == [newer]
+    # Moving the nomination.
+    q.add_nominated_pod(PodInfo.of(newer), "n2")
+    assert q.nominated_pods_for_node("n1") == []
+    assert [p.pod for p in q.nominated_pods_for_node("n2")] == [newer]
+    q.delete(newer)
+    assert q.nominated_pods_for_node("n2") == []
+    assert q.nominated_node(uid(pod)) is None
+
+
+def test_pod_arriving_with_a_nominated_node_is_nominated() -> None:
+    q = make_queue(FakeClock())
+    raw = msgspec.to_builtins(make_pod("p"))
+    raw["status"] = {"nominatedNodeName": "n3"}
+    pod = msgspec.convert(raw, Pod)
+    q.add(pod)
+    assert [p.pod for p in q.nominated_pods_for_node("n3")] == [pod]
+    q.add_nominated_pod(PodInfo.of(pod), "")
+    assert q.nominated_pods_for_node("n3") == []
+    q.add_nominated_pod(PodInfo.of(with_spec(pod, node_name="n3")), "n3")
+    assert q.nominated_pods_for_node("n3") == []  # already bound: not nominated
+
+
+# --- metrics and invariants -------------------------------------------------------------------
+
+
+def test_pending_pods_metric_reports_changes() -> None:
+    reports: list[dict[str, int]] = []
+    clock = FakeClock()
+    q = make_queue(clock, pending_pods_metric=reports.append, pop_from_backoff=False)
+    q.add(make_pod("a"))
+    q.add(make_pod("g", spec={"schedulingGates": [{"name": "g"}]}))
+    fail(q, pop(q), "Fit")
+    assert reports[0] == {ACTIVE: 1, BACKOFF: 0, UNSCHEDULABLE: 0, GATED: 0}
+    assert reports[-1] == {ACTIVE: 0, BACKOFF: 0, UNSCHEDULABLE: 1, GATED: 1}
+    assert q.pending_summary() == "activeQ:0; backoffQ:0; unschedulablePods:2"
+    n = len(reports)
+    q.move_all_to_active_or_backoff(NODE_TAINT)  # moves nothing: nothing reported
+    assert len(reports) == n
+
+
+@pytest.mark.parametrize("pop_from_backoff", [True, False])
+def test_no_pod_is_ever_lost_or_duplicated(pop_from_backoff: bool) -> None:
+    """Random informer events, attempts and failures: every live pod is in exactly one place."""
+    rng = random.Random(7)
+    clock = FakeClock()
+    events = {
+        **DEFAULT_EVENTS,
+        "Affinity": [
+            ClusterEventWithHint(
+                ClusterEvent("Pod", ActionType.ADD | ActionType.UPDATE_POD_LABEL),
+                lambda pod, old, new: rng.choice([QueueingHint.QUEUE, QueueingHint.SKIP]),
+            )
+        ],
+    }
+    q = make_queue(clock, events, pop_from_backoff=pop_from_backoff)
+    live: dict[str, Pod] = {}
+    flying: dict[str, QueuedPodInfo] = {}
+    for step in range(3000):
+        op = rng.randrange(10)
+        if op == 0 or not live:
+            gates = [{"name": "g"}] if rng.random() < 0.2 else []
+            pod = make_pod(f"p{step}", priority=rng.randrange(3), spec={"schedulingGates": gates})
+            live[uid(pod)] = pod
+            q.add(pod)
+        elif op == 1:
+            pod = live[rng.choice(list(live))]
+            new = relabel(pod, step=str(step))
+            if rng.random() < 0.5:
+                new = with_spec(new, scheduling_gates=[])
+            live[uid(pod)] = new
+            q.update(pod, new)
+        elif op == 2 and rng.random() < 0.3:
+            pod = live.pop(rng.choice(list(live)))
+            q.delete(pod)
+        elif op in (3, 4):
+            qpi = q.try_pop()
+            if qpi is not None:
+                flying[uid(qpi.pod)] = qpi
+        elif op == 5 and flying:
+            qpi = flying.pop(rng.choice(list(flying)))
+            if rng.random() < 0.2 and uid(qpi.pod) in live:
+                live.pop(uid(qpi.pod))  # bound
+                q.done(uid(qpi.pod))
+                q.delete(qpi.pod)
+            else:
+                plugins = rng.choice([(), ("Fit",), ("Taints",), ("Affinity",), ("Fit", "Taints")])
+                fail(q, qpi, *plugins)
+        elif op == 6:
+            q.move_all_to_active_or_backoff(rng.choice([NODE_ADD, NODE_LABEL, NODE_TAINT]))
+        elif op == 7:
+            q.assigned_pod_added(make_pod("bound", node_name="n"))
+        elif op == 8:
+            clock.step(rng.random() * 3)
+            q.flush_backoff_completed()
+        else:
+            clock.step(rng.random() * 60)
+            q.flush_unschedulable_leftover()
+        # Invariant: live pods are each in one sub-queue or in flight; nothing else is queued.
+        queued = [uid(p) for p in q.pending_pods()]
+        assert len(queued) == len(set(queued))
+        in_flight = {uid(p) for p in q.in_flight_pods()}
+        assert set(queued) | (in_flight & live.keys()) == live.keys()
+        assert not set(queued) & in_flight
+        assert set(flying) == in_flight
+    # Drain: lift every gate and every rejection; all live pods come out.
+    for qpi in list(flying.values()):
+        q.done(uid(qpi.pod))
+        if uid(qpi.pod) in live:
+            fail(q, qpi)
+    for pod in list(live.values()):
+        if pod.spec.scheduling_gates:
+            new = with_spec(pod, scheduling_gates=[])
+            q.update(pod, new)
+            live[uid(pod)] = new
+    clock.step(1000)
+    q.flush_unschedulable_leftover()
+    clock.step(100)
+    q.flush_backoff_completed()
+    out = set()
+    while (qpi := q.try_pop()) is not None:
+        out.add(uid(qpi.pod))
+    assert out == live.keys()
