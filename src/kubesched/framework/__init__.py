@@ -37,6 +37,7 @@ from kubesched.framework._interface import (
     node_for,
 )
 from kubesched.framework._node_info import HostPort, NodeInfo, PodInfo, host_ports, ports_conflict
+from kubesched.framework._profile import build_frameworks, plugin_args_types
 from kubesched.framework._registry import ENTRY_POINT_GROUP, Registry, RegistryError
 from kubesched.framework._runtime import (
     MAX_NODE_SCORE,
@@ -51,7 +52,6 @@ from kubesched.framework._runtime import (
     NoNodesAvailableError,
     ScheduleResult,
     ScoreError,
-    expand_multi_point,
 )
 from kubesched.framework._snapshot import Snapshot
 from kubesched.framework._status import Code, Status, is_success
@@ -112,10 +112,11 @@ __all__ = [
     "Snapshot",
     "Status",
     "WaitingPod",
-    "expand_multi_point",
+    "build_frameworks",
     "extension_points_of",
     "host_ports",
     "is_success",
     "node_for",
+    "plugin_args_types",
     "ports_conflict",
 ]

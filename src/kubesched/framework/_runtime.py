@@ -19,7 +19,6 @@ import numpy as np
 from kubesched.api import Pod
 from kubesched.framework._cycle_state import CycleState
 from kubesched.framework._interface import (
-    EXTENSION_POINTS,
     APIClient,
     BindPlugin,
     ClusterEventWithHint,
@@ -69,6 +68,8 @@ class Metrics(Protocol):
     """Where the runtime reports durations (kube-scheduler's framework metrics)."""
 
     def extension_point(self, point: str, status: Code, profile: str, seconds: float) -> None: ...
+
+    def plugin(self, plugin: str, point: str, status: Code, seconds: float) -> None: ...
 
 
 @dataclass(slots=True)
@@ -204,7 +205,7 @@ class Framework:
         """Build the profile.
 
         ``plugins`` maps an extension point (``"filter"``, ``"score"``, ...) to ``(name, weight)``
-        in run order, multiPoint already expanded (see :func:`expand_multi_point`).
+        in run order, multiPoint already expanded (see :func:`build_frameworks`).
         ``plugin_args`` maps a plugin name to its decoded args.
         """
         self.profile_name = profile_name
@@ -373,7 +374,10 @@ class Framework:
                 break
             if p.name in state.skip_filter_plugins:
                 continue
+            t0 = time.perf_counter()
             verdict = p.filter_nodes(state, pod, Nodes(self._snapshot, slots))
+            if self._metrics is not None:
+                self._metrics.plugin(p.name, "Filter", Code.SUCCESS, time.perf_counter() - t0)
             failing = verdict.ids != 0
             if not failing.any():
                 continue
@@ -446,7 +450,10 @@ class Framework:
         for p in self.score_plugins:
             if p.name in state.skip_score_plugins:
                 continue
+            t0 = time.perf_counter()
             scores, s = p.score_nodes(state, pod, nodes)
+            if self._metrics is not None:
+                self._metrics.plugin(p.name, "Score", Code.SUCCESS, time.perf_counter() - t0)
             if s is not None and s.code != Code.SUCCESS:
                 raise ScoreError(p.name, s)
             if has_normalize_score(p):
@@ -470,16 +477,15 @@ class Framework:
         return per_plugin, total
 
     def num_feasible_nodes_to_find(self, num_all_nodes: int) -> int:
-        """``numFeasibleNodesToFind`` when percentageOfNodesToScore is set; else all nodes.
+        """``numFeasibleNodesToFind`` when percentageOfNodesToScore is set to 1..99; else all.
 
-        Unset means kubesched filters and scores every node (cheap here, and the best placement);
-        set, it stops after the same share of feasible nodes kube-scheduler would.
+        kube-scheduler reads 0 (the default) as an adaptive share (50% minus 1% per 125 nodes, at
+        least 5%, at least 100 nodes). kubesched reads it as every node instead: filtering and
+        scoring all nodes is cheap here and places pods better. The two agree up to 100 nodes.
         """
         pct = self.percentage_of_nodes_to_score
-        if pct is None or pct >= 100 or num_all_nodes < 100:
+        if pct is None or pct <= 0 or pct >= 100 or num_all_nodes < 100:
             return num_all_nodes
-        if pct <= 0:
-            pct = max(5, 50 - num_all_nodes // 125)
         return max(100, num_all_nodes * pct // 100)
 
     def find_nodes_that_fit(self, state: CycleState, pod: Pod) -> tuple[Nodes, Diagnosis]:
@@ -676,44 +682,3 @@ class FilterError(Exception):
 
 class ScoreError(FilterError):
     """A PreScore, Score or NormalizeScore plugin returned Error."""
-
-
-def expand_multi_point(
-    registry: Registry,
-    multi_point: Sequence[tuple[str, int]],
-    specific: Mapping[str, Sequence[tuple[str, int]]],
-    disabled: Mapping[str, Sequence[str]],
-) -> dict[str, list[tuple[str, int]]]:
-    """kube-scheduler's ``expandMultiPointPlugins``: multiPoint plugins at every point they
-    implement, merged with the plugins enabled at specific points.
-
-    At each point the order is: plugins enabled both in multiPoint and at the point (in the
-    point's order, with the point's weight), then multiPoint-only plugins, then point-only ones.
-    A plugin disabled at a point is not expanded there; ``'*'`` disables all multiPoint plugins.
-    """
-    out: dict[str, list[tuple[str, int]]] = {}
-    for point in EXTENSION_POINTS:
-        point_enabled = list(specific.get(point, []))
-        point_names = [n for n, _ in point_enabled]
-        off = set(disabled.get(point, []))
-        overrides: list[tuple[str, int]] = []
-        mp: list[tuple[str, int]] = []
-        if "*" not in off:
-            for name, weight in multi_point:
-                cls = registry.get(name)
-                if cls is None:
-                    raise FrameworkError(f"multiPoint: plugin {name!r} does not exist")
-                if point not in extension_points_of(cls) or name in off:
-                    continue
-                if name in point_names:
-                    overrides.append(next(e for e in point_enabled if e[0] == name))
-                    continue
-                if any(n == name for n, _ in mp):
-                    raise FrameworkError(f"plugin {name!r} already registered as multiPoint")
-                mp.append((name, weight))
-        override_names = {n for n, _ in overrides}
-        rest = [e for e in point_enabled if e[0] not in override_names]
-        merged = overrides + mp + rest
-        if merged:
-            out[point] = merged
-    return out

@@ -34,7 +34,6 @@ from kubesched.framework import (
     ScorePlugin,
     Snapshot,
     Status,
-    expand_multi_point,
 )
 from kubesched.framework._table import IntArray
 
@@ -268,23 +267,6 @@ def test_profile_errors_name_the_plugin() -> None:
             plugins={"queueSort": [("Sort", 1)]},
             snapshot=Snapshot(),
         )
-
-
-def test_expand_multi_point_follows_kube_scheduler_order() -> None:
-    out = expand_multi_point(
-        REGISTRY,
-        multi_point=[("Sort", 0), ("CpuFit", 0), ("NoGpuLabel", 0), ("ByIndex", 3), ("Flat", 1)],
-        specific={"filter": [("Broken", 0), ("NoGpuLabel", 0)], "score": [("Flat", 5)]},
-        disabled={"filter": ["CpuFit"]},
-    )
-    # Overridden at the point first, then multiPoint-only, then point-only.
-    assert out["filter"] == [("NoGpuLabel", 0), ("Broken", 0)]
-    assert out["score"] == [("Flat", 5), ("ByIndex", 3)]
-    assert out["queueSort"] == [("Sort", 0)]
-    star = expand_multi_point(
-        REGISTRY, multi_point=[("CpuFit", 0)], specific={}, disabled={"filter": ["*"]}
-    )
-    assert "filter" not in star
 
 
 async def test_permit_wait_then_allow_or_timeout() -> None:

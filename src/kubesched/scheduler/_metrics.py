@@ -1,0 +1,81 @@
+"""The scheduler's Prometheus metrics, under kube-scheduler's names and labels.
+
+Dashboards and alerts written for kube-scheduler (``scheduler_schedule_attempts_total``,
+``scheduler_pending_pods``, ...) work unchanged on kubesched.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from kubesched.framework import Code
+
+
+def _exponential(start: float, factor: float, count: int) -> list[float]:
+    return [start * factor**i for i in range(count)]
+
+
+class SchedulerMetrics:
+    """One registry per scheduler process (tests build their own)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.schedule_attempts = Counter(
+            "scheduler_schedule_attempts",
+            "Number of attempts to schedule pods, by the result. 'unschedulable' means a pod "
+            "could not be scheduled, while 'error' means an internal scheduler problem.",
+            ["result", "profile"],
+            registry=r,
+        )
+        self.scheduling_attempt_duration = Histogram(
+            "scheduler_scheduling_attempt_duration_seconds",
+            "Scheduling attempt latency in seconds (scheduling algorithm + binding)",
+            ["result", "profile"],
+            buckets=_exponential(0.001, 2, 15),
+            registry=r,
+        )
+        self.pending_pods = Gauge(
+            "scheduler_pending_pods",
+            "Number of pending pods, by the queue type. 'active' means number of pods in "
+            "activeQ; 'backoff' means number of pods in backoffQ; 'unschedulable' means number "
+            "of pods in unschedulablePods that the scheduler attempted to schedule and failed; "
+            "'gated' is the number of unschedulable pods waiting on scheduling gates.",
+            ["queue"],
+            registry=r,
+        )
+        self.extension_point_duration = Histogram(
+            "scheduler_framework_extension_point_duration_seconds",
+            "Latency for running all plugins of a specific extension point.",
+            ["extension_point", "status", "profile"],
+            buckets=_exponential(0.0001, 2, 12),
+            registry=r,
+        )
+        self.plugin_execution_duration = Histogram(
+            "scheduler_plugin_execution_duration_seconds",
+            "Duration for running a plugin at a specific extension point.",
+            ["plugin", "extension_point", "status"],
+            buckets=_exponential(0.00001, 1.5, 20),
+            registry=r,
+        )
+        self.binding_duration = Histogram(
+            "scheduler_binding_duration_seconds",
+            "Binding latency in seconds",
+            buckets=_exponential(0.001, 2, 15),
+            registry=r,
+        )
+
+    # framework.Metrics
+    def extension_point(self, point: str, status: Code, profile: str, seconds: float) -> None:
+        self.extension_point_duration.labels(point, status.label, profile).observe(seconds)
+
+    def plugin(self, plugin: str, point: str, status: Code, seconds: float) -> None:
+        self.plugin_execution_duration.labels(plugin, point, status.label).observe(seconds)
+
+    def attempt(self, result: str, profile: str, seconds: float) -> None:
+        self.schedule_attempts.labels(result, profile).inc()
+        self.scheduling_attempt_duration.labels(result, profile).observe(seconds)
+
+    def set_pending(self, counts: dict[str, int]) -> None:
+        for queue, n in counts.items():
+            self.pending_pods.labels(queue).set(n)
