@@ -162,18 +162,21 @@ class APIClient:
         self,
         http: httpx2.AsyncClient,
         *,
+        stream_http: httpx2.AsyncClient | None = None,
         qps: float = DEFAULT_QPS,
         burst: int = DEFAULT_BURST,
         user_agent: str | None = None,
         namespace: str = "default",
     ) -> None:
         self._http = http
+        self._stream_http = stream_http or http
         self.limiter = TokenBucket(qps, burst)
         self.namespace = namespace
         self._headers = {
             "Accept": "application/json",
             "User-Agent": user_agent or f"kubesched/{kubesched.__version__}",
         }
+        self._background: set[asyncio.Task[Any]] = set()
         self.requests_total = 0
         self.throttled_seconds = 0.0
 
@@ -194,7 +197,8 @@ class APIClient:
         """A client for the cluster found by :func:`load_kubeconfig`.
 
         ``http2`` is used when the ``h2`` package is installed and the server offers it (TLS
-        ALPN); otherwise HTTP/1.1 with up to ``max_connections`` connections. ``timeout``
+        ALPN) for ordinary requests, and HTTP/1.1 for watches; otherwise HTTP/1.1 throughout,
+        with up to ``max_connections`` connections. ``timeout``
         bounds each phase (connect, read, write, pool wait) of an ordinary request; watches use
         their own read timeout.
         """
@@ -215,7 +219,20 @@ class APIClient:
             keepalive_expiry=60.0,
         )
         http = httpx2.AsyncClient(limits=limits, **kwargs)
-        return cls(http, qps=qps, burst=burst, user_agent=user_agent, namespace=config.namespace)
+        stream_http = None
+        if kwargs.get("http2"):
+            # Watches get their own HTTP/1.1 connections: ending one early then closes its
+            # connection, where on the shared HTTP/2 connection the server would keep sending
+            # into a stream nobody reads (the transport does not reset abandoned streams).
+            stream_http = httpx2.AsyncClient(limits=limits, **{**kwargs, "http2": False})
+        return cls(
+            http,
+            stream_http=stream_http,
+            qps=qps,
+            burst=burst,
+            user_agent=user_agent,
+            namespace=config.namespace,
+        )
 
     @property
     def base_url(self) -> str:
@@ -230,6 +247,8 @@ class APIClient:
     async def aclose(self) -> None:
         """Close all connections."""
         await self._http.aclose()
+        if self._stream_http is not self._http:
+            await self._stream_http.aclose()
 
     async def __aenter__(self) -> APIClient:
         return self
@@ -263,16 +282,17 @@ class APIClient:
         headers = self._headers
         if content is not None:
             headers = {**headers, "Content-Type": content_type}
+        request = self._http.build_request(
+            method,
+            path,
+            params=_clean_params(params),
+            content=content,
+            headers=headers,
+            timeout=httpx2.USE_CLIENT_DEFAULT if timeout is None else timeout,
+        )
         self.requests_total += 1
         try:
-            response = await self._http.request(
-                method,
-                path,
-                params=_clean_params(params),
-                content=content,
-                headers=headers,
-                timeout=httpx2.USE_CLIENT_DEFAULT if timeout is None else timeout,
-            )
+            response = await self._send(self._http, request, stream=False)
         except httpx2.TransportError as exc:
             raise APIConnectionError(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
         if response.status_code >= 400:
@@ -293,16 +313,16 @@ class APIClient:
         raises :class:`~kubesched.kube.APIConnectionError` from the iterator.
         """
         await self._throttle()
-        current = self._http.timeout
+        current = self._stream_http.timeout
         timeout = httpx2.Timeout(
             connect=current.connect, read=read_timeout, write=current.write, pool=current.pool
         )
-        request = self._http.build_request(
+        request = self._stream_http.build_request(
             "GET", path, params=_clean_params(params), headers=self._headers, timeout=timeout
         )
         self.requests_total += 1
         try:
-            response = await self._http.send(request, stream=True)
+            response = await self._send(self._stream_http, request, stream=True)
         except httpx2.TransportError as exc:
             raise APIConnectionError(f"GET {path}: {type(exc).__name__}: {exc}") from exc
         try:
@@ -315,6 +335,29 @@ class APIClient:
             yield iter_lines(response, path)
         finally:
             await response.aclose()
+
+    async def _send(
+        self, http: httpx2.AsyncClient, request: httpx2.Request, *, stream: bool
+    ) -> httpx2.Response:
+        # A request cancelled while its headers or body are being written leaves a shared
+        # HTTP/2 connection broken for every other request on it. So the send runs in its own
+        # task that a cancellation does not interrupt: the caller is released at once and the
+        # response, when it comes, is closed and dropped.
+        task = asyncio.ensure_future(http.send(request, stream=stream))
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            task.add_done_callback(self._discard)
+            raise
+
+    def _discard(self, task: asyncio.Future[httpx2.Response]) -> None:
+        if task.cancelled() or task.exception() is not None:
+            return
+        response = task.result()
+        if not response.is_closed:
+            closing = asyncio.ensure_future(response.aclose())
+            self._background.add(closing)
+            closing.add_done_callback(self._background.discard)
 
     # --- verbs ------------------------------------------------------------------------------
 

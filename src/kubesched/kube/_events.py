@@ -132,8 +132,8 @@ class _EventMeta(msgspec.Struct, omit_defaults=True):
 class EventV1(msgspec.Struct, rename="camel", omit_defaults=True, kw_only=True):
     """An ``events.k8s.io/v1 Event`` as the recorder writes it."""
 
-    api_version: str = "events.k8s.io/v1"
-    kind: str = "Event"
+    api_version: str  # no defaults here: omit_defaults would leave these two out
+    kind: str
     metadata: _EventMeta
     event_time: str
     series: EventSeries | None = None
@@ -252,6 +252,8 @@ class EventRecorder:
                 entry.dirty = True
             return
         event = EventV1(
+            api_version="events.k8s.io/v1",
+            kind="Event",
             metadata=_EventMeta(
                 name=self._event_name(ref.name), namespace=ref.namespace or "default"
             ),

@@ -38,7 +38,7 @@ Callback = Callable[[], Awaitable[None] | None]
 LeaderCallback = Callable[[str], Awaitable[None] | None]
 
 
-class LeaderElectionRecord(msgspec.Struct, rename="camel", omit_defaults=True):
+class LeaderElectionRecord(msgspec.Struct, rename="camel"):
     """A Lease's ``spec`` (the fields leader election uses)."""
 
     holder_identity: str = ""
@@ -53,8 +53,8 @@ class _LeaseMeta(msgspec.Struct, rename="camel"):
 
 
 class _Lease(msgspec.Struct):
-    metadata: _LeaseMeta = _LeaseMeta()
-    spec: LeaderElectionRecord = LeaderElectionRecord()
+    metadata: _LeaseMeta = msgspec.field(default_factory=_LeaseMeta)
+    spec: LeaderElectionRecord = msgspec.field(default_factory=LeaderElectionRecord)
 
 
 _lease_decoder = msgspec.json.Decoder(_Lease)

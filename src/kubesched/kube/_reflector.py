@@ -223,6 +223,10 @@ class Reflector(Generic[T]):
     ``on_add`` / ``on_update`` / ``on_delete`` and, once, ``on_synced``; an exception from it is
     logged and does not stop the reflector. An object that fails to decode into ``type`` is
     logged with its namespace/name and skipped.
+
+    ``min_watch_timeout`` (seconds) sets each watch's ``timeoutSeconds`` to a random value
+    between it and twice it. ``backoff`` paces reconnects (default 0.8 s doubling to 30 s,
+    jittered by up to 100 %).
     """
 
     def __init__(
@@ -237,6 +241,7 @@ class Reflector(Generic[T]):
         page_size: int = 500,
         min_watch_timeout: float = 300.0,
         name: str | None = None,
+        backoff: Backoff | None = None,
         rng: random.Random | None = None,
     ) -> None:
         self._client = client
@@ -249,6 +254,7 @@ class Reflector(Generic[T]):
         self.min_watch_timeout = min_watch_timeout
         self.name = name or path
         self._rng = rng or random.Random()
+        self._backoff = backoff or Backoff(0.8, 30.0, factor=2.0, jitter=1.0, rng=self._rng)
         self._decoder = decoder_for(type)
         self._list_decoder = decoder_for(cast(Any, ObjectList)[type])
         self._raw_list_decoder = decoder_for(ObjectList[msgspec.Raw])
@@ -313,7 +319,7 @@ class Reflector(Generic[T]):
 
     async def run(self) -> None:
         """List and watch until cancelled. Never returns otherwise; errors are retried."""
-        backoff = Backoff(0.8, 30.0, factor=2.0, jitter=1.0, rng=self._rng)
+        backoff = self._backoff
         while True:
             try:
                 if self._need_list:
@@ -467,8 +473,8 @@ class Reflector(Generic[T]):
                     backoff.reset()
                 received += 1
                 self._handle_line(line)
-        if not received and time.monotonic() - started < 1.0:
-            # Closed at once without a word: do not spin.
+        if time.monotonic() - started < 1.0:
+            # Ended at once (a proxy closing it, a server in trouble): do not spin.
             raise _WatchEnded
 
     def _handle_line(self, line: bytes) -> None:

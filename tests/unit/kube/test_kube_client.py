@@ -1,0 +1,282 @@
+"""APIClient at the HTTP boundary: paths, params, bodies, decoding, errors, streams, config."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import httpx2
+import msgspec
+import pytest
+from kube_fakes import error_response, json_response, make_client, pod
+
+from kubesched.api import ObjectList, Pod
+from kubesched.kube import (
+    APIClient,
+    APIConnectionError,
+    Conflict,
+    KubeConfigError,
+    NotFound,
+    api_path,
+    decoder_for,
+)
+
+
+def test_api_path() -> None:
+    assert api_path("pods") == "/api/v1/pods"
+    assert api_path("pods", namespace="a", name="b", subresource="status") == (
+        "/api/v1/namespaces/a/pods/b/status"
+    )
+    assert api_path("leases", group_version="coordination.k8s.io/v1", namespace="kube-system") == (
+        "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases"
+    )
+    with pytest.raises(ValueError, match="subresource"):
+        api_path("pods", subresource="status")
+
+
+def test_decoders_are_shared() -> None:
+    assert decoder_for(Pod) is decoder_for(Pod)
+    assert decoder_for(ObjectList[Pod]) is decoder_for(ObjectList[Pod])
+
+
+async def test_get_decodes_into_type() -> None:
+    seen: list[httpx2.Request] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request)
+        return json_response(200, pod("a", "7"))
+
+    async with make_client(handler) as client:
+        raw = await client.get("/api/v1/namespaces/ns/pods/a")
+        typed = await client.get("/api/v1/namespaces/ns/pods/a", type=Pod)
+    assert json.loads(raw)["metadata"]["name"] == "a"
+    assert isinstance(typed, Pod)
+    assert typed.key == "ns/a"
+    assert typed.metadata.resource_version == "7"
+    assert seen[0].headers["accept"] == "application/json"
+    assert seen[0].headers["user-agent"].startswith("kubesched/")
+
+
+async def test_list_params() -> None:
+    seen: list[httpx2.Request] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request)
+        return json_response(200, {"metadata": {"resourceVersion": "5"}, "items": [pod("a", "3")]})
+
+    async with make_client(handler) as client:
+        result = await client.list(
+            "/api/v1/pods",
+            type=ObjectList[Pod],
+            field_selector="status.phase!=Succeeded",
+            limit=500,
+            resource_version="0",
+        )
+    assert result.metadata.resource_version == "5"
+    assert [p.metadata.name for p in result.items] == ["a"]
+    params = seen[0].url.params
+    assert params["fieldSelector"] == "status.phase!=Succeeded"
+    assert params["limit"] == "500"
+    assert params["resourceVersion"] == "0"
+    assert "labelSelector" not in params
+    assert "continue" not in params
+
+
+@pytest.mark.parametrize(
+    ("patch_type", "content_type"),
+    [
+        ("merge", "application/merge-patch+json"),
+        ("strategic", "application/strategic-merge-patch+json"),
+        ("json", "application/json-patch+json"),
+        ("apply", "application/apply-patch+yaml"),
+    ],
+)
+async def test_patch_content_types(patch_type: str, content_type: str) -> None:
+    seen: list[httpx2.Request] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request)
+        return json_response(200, pod("a", "8"))
+
+    async with make_client(handler) as client:
+        await client.patch(
+            "/api/v1/namespaces/ns/pods/a/status", {"status": {}}, patch_type=patch_type
+        )  # type: ignore[arg-type]
+    assert seen[0].method == "PATCH"
+    assert seen[0].headers["content-type"] == content_type
+    assert json.loads(seen[0].content) == {"status": {}}
+
+
+async def test_post_encodes_structs_and_put_delete() -> None:
+    class Thing(msgspec.Struct, rename="camel"):
+        some_field: int
+
+    seen: list[httpx2.Request] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request)
+        return json_response(201, {"kind": "Thing"})
+
+    async with make_client(handler) as client:
+        await client.post("/x", Thing(some_field=3))
+        await client.put("/x", b'{"raw": true}')
+        await client.delete("/x", {"preconditions": {"uid": "u"}}, params={"dryRun": "All"})
+    assert json.loads(seen[0].content) == {"someField": 3}
+    assert seen[0].headers["content-type"] == "application/json"
+    assert seen[1].method == "PUT"
+    assert seen[1].content == b'{"raw": true}'
+    assert seen[2].method == "DELETE"
+    assert seen[2].url.params["dryRun"] == "All"
+
+
+async def test_errors_are_mapped() -> None:
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        if request.method == "GET":
+            return error_response(404, "NotFound", 'pods "a" not found')
+        return error_response(409, "Conflict", "the object has been modified")
+
+    async with make_client(handler) as client:
+        with pytest.raises(NotFound) as not_found:
+            await client.get("/api/v1/namespaces/ns/pods/a")
+        with pytest.raises(Conflict):
+            await client.put("/api/v1/namespaces/ns/pods/a", {})
+    assert not_found.value.message == 'pods "a" not found'
+
+
+async def test_transport_errors_become_connection_errors() -> None:
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        raise httpx2.ConnectError("connection refused")
+
+    async with make_client(handler) as client:
+        with pytest.raises(APIConnectionError, match="connection refused"):
+            await client.get("/version")
+
+
+async def test_stream_splits_lines_across_chunks() -> None:
+    chunks = [b'{"a":', b'1}\n{"b":2}\n\n{"c"', b":3}\n", b'{"d":4}']
+
+    async def body() -> object:
+        for chunk in chunks:
+            yield chunk
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, content=body())
+
+    async with make_client(handler) as client, client.stream("/w") as lines:
+        got = [line async for line in lines]
+    assert got == [b'{"a":1}', b'{"b":2}', b'{"c":3}', b'{"d":4}']
+
+
+async def test_stream_error_status_raises_before_yielding() -> None:
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        return error_response(403, "Forbidden", "no watch for you")
+
+    async with make_client(handler) as client:
+        with pytest.raises(Exception, match="no watch for you") as info:
+            async with client.stream("/w"):
+                pass
+    assert info.value.status == 403  # type: ignore[attr-defined]
+
+
+async def test_stream_read_error_becomes_connection_error() -> None:
+    async def body() -> object:
+        yield b'{"a":1}\n'
+        raise httpx2.ReadError("reset")
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, content=body())
+
+    got: list[bytes] = []
+
+    async def consume(client: APIClient) -> None:
+        async with client.stream("/w") as lines:
+            async for line in lines:
+                got.append(line)
+
+    async with make_client(handler) as client:
+        with pytest.raises(APIConnectionError):
+            await consume(client)
+    assert got == [b'{"a":1}']
+
+
+async def test_rate_limit_applies_to_requests() -> None:
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        return json_response(200, {})
+
+    async with make_client(handler, qps=50, burst=2) as client:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        await asyncio.gather(*(client.get("/x") for _ in range(7)))
+        elapsed = loop.time() - start
+    # 2 at once, 5 more at 50/s.
+    assert elapsed >= 0.09
+    assert client.throttled_seconds > 0
+    assert client.requests_total == 7
+
+
+async def test_cancelled_request_does_not_raise_later() -> None:
+    release = asyncio.Event()
+
+    async def handler(request: httpx2.Request) -> httpx2.Response:
+        await release.wait()
+        return json_response(200, {})
+
+    async with make_client(handler) as client:
+        task = asyncio.create_task(client.get("/slow"))
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        release.set()
+        await asyncio.sleep(0.01)
+        assert await client.get("/fast") == b"{}"
+
+
+KUBECONFIG = """
+apiVersion: v1
+kind: Config
+current-context: test
+contexts:
+- name: test
+  context: {cluster: test, user: test, namespace: team-a}
+- name: other
+  context: {cluster: other, user: test}
+clusters:
+- name: test
+  cluster: {server: "https://10.0.0.1:6443", insecure-skip-tls-verify: true}
+- name: other
+  cluster: {server: "https://10.0.0.2:6443", insecure-skip-tls-verify: true}
+users:
+- name: test
+  user: {token: abc}
+"""
+
+
+async def test_from_kubeconfig_path_and_context(tmp_path: Path) -> None:
+    path = tmp_path / "config"
+    path.write_text(KUBECONFIG)
+    async with APIClient.from_kubeconfig(path) as client:
+        assert client.base_url.startswith("https://10.0.0.1:6443")
+        assert client.namespace == "team-a"
+    async with APIClient.from_kubeconfig(path, context="other") as client:
+        assert client.base_url.startswith("https://10.0.0.2:6443")
+        assert client.namespace == "default"
+
+
+async def test_from_kubeconfig_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "config"
+    path.write_text(KUBECONFIG)
+    monkeypatch.setenv("KUBECONFIG", f"{tmp_path / 'missing'}:{path}")
+    async with APIClient.from_kubeconfig() as client:
+        assert client.base_url.startswith("https://10.0.0.1:6443")
+
+
+def test_missing_kubeconfig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    with pytest.raises(KubeConfigError):
+        APIClient.from_kubeconfig(tmp_path / "nope")
+    path = tmp_path / "config"
+    path.write_text(KUBECONFIG)
+    with pytest.raises(KubeConfigError, match="nope"):
+        APIClient.from_kubeconfig(path, context="nope")
