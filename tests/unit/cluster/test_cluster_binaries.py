@@ -217,3 +217,31 @@ def test_format_duration() -> None:
     assert format_duration(42.7) == "42s"
     assert format_duration(185) == "3m05s"
     assert format_duration(3720) == "1h02m"
+
+
+def test_a_long_build_reports_elapsed_time_and_ctrl_c_cleans_up(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kubesched.cluster import _binaries
+
+    monkeypatch.setattr(_binaries, "_PROGRESS_EVERY", 0.2)
+    _script(
+        tmp_path / "gobin" / "go",
+        'echo "go: downloading k8s.io/kubernetes v1.34.4"\n'
+        'echo "k8s.io/apimachinery/pkg/util/sets"\n'
+        "exec sleep 30\n",
+    )
+    monkeypatch.setenv("PATH", str(tmp_path / "gobin"))
+    lines: list[str] = []
+
+    def progress(line: str) -> None:
+        lines.append(line)
+        if "elapsed" in line:
+            raise KeyboardInterrupt  # as if Ctrl-C arrived during the build
+
+    with pytest.raises(KeyboardInterrupt):
+        ensure_binaries(progress=progress)
+
+    assert lines[-1].startswith("  kubernetes: ")
+    assert lines[-1].endswith("s elapsed, 1 packages compiled, 1 modules downloaded")
+    assert list((cache / "bin").iterdir()) == [cache / "bin" / ".lock"]
