@@ -245,12 +245,11 @@ class Cache:
         if self._ttl <= 0:
             return []
         now = self._clock()
+        # Only finish_binding sets a deadline: a pod still binding has none.
         expired = [
             uid
             for uid in self._assumed
-            if (s := self._pods[uid]).binding_finished
-            and s.deadline is not None
-            and now > s.deadline
+            if (deadline := self._pods[uid].deadline) is not None and now > deadline
         ]
         for uid in expired:
             log.info("Pod expired pod=%s node=%s", self._pods[uid].info.key, self._pods[uid].node)

@@ -11,7 +11,7 @@ import msgspec
 import pytest
 
 from builders import make_pod
-from kubesched.api import Pod
+from kubesched.api import Pod, Toleration
 from kubesched.framework import (
     ActionType,
     ClusterEvent,
@@ -85,9 +85,9 @@ def make_queue(
     events: Mapping[str, list[ClusterEventWithHint]] | None = None,
     **kwargs: Any,
 ) -> SchedulingQueue:
+    kwargs.setdefault("pre_enqueue", scheduling_gates)
     return SchedulingQueue(
         less=priority_sort,
-        pre_enqueue=scheduling_gates,
         events_to_register=DEFAULT_EVENTS if events is None else events,
         clock=clock,
         **kwargs,
@@ -512,17 +512,20 @@ def test_pod_deleted_while_in_flight_is_not_requeued() -> None:
 def test_activate_moves_pods_now_and_marks_in_flight_ones() -> None:
     clock = FakeClock()
     q = make_queue(clock, pop_from_backoff=False)
-    parked, flying = make_pod("parked"), make_pod("flying")
-    q.add(parked)
-    clock.step(1)
-    q.add(flying)
+    parked, flying, bystander = make_pod("parked"), make_pod("flying"), make_pod("bystander")
+    for p in (parked, flying, bystander):
+        q.add(p)
+        clock.step(1)
     fail(q, pop(q), "Taints")
-    f = pop(q)
-    assert f.pod is flying
+    f, b = pop(q), pop(q)
+    assert (f.pod, b.pod) == (flying, bystander)
     q.activate([parked, flying])
     assert q.where(uid(parked)) == ACTIVE
     fail(q, f, "Taints")
     assert q.where(uid(flying)) == BACKOFF
+    # The activation was for "flying" only.
+    fail(q, b, "Taints")
+    assert q.where(uid(bystander)) == UNSCHEDULABLE
 
 
 # --- the five-minute flush ----------------------------------------------------------------
@@ -570,8 +573,14 @@ async def test_run_flushes_backoff_and_leftovers() -> None:
 
 
 def test_gated_pod_waits_until_its_gates_are_removed() -> None:
+    checked: list[str] = []
+
+    def counting_gates(pod: Pod) -> Status | None:
+        checked.append(pod.metadata.name)
+        return scheduling_gates(pod)
+
     clock = FakeClock()
-    q = make_queue(clock)
+    q = make_queue(clock, pre_enqueue=counting_gates)
     pod = make_pod("gated", spec={"schedulingGates": [{"name": "example.com/wait"}]})
     q.add(pod)
     assert q.where(uid(pod)) == GATED
@@ -581,6 +590,7 @@ def test_gated_pod_waits_until_its_gates_are_removed() -> None:
     clock.step(400)
     q.flush_unschedulable_leftover()  # the wildcard does not lift a gate
     assert q.where(uid(pod)) == GATED
+    assert len(checked) == 1  # nor are the gates checked again for events the gate ignores
     q.update(pod, relabel(pod, x="y"))  # an update that keeps the gate
     assert q.where(uid(pod)) == GATED
     ungated = with_spec(pod, scheduling_gates=[])
@@ -682,6 +692,24 @@ def test_update_of_unschedulable_pod_moves_it_only_on_a_registered_change() -> N
     assert queued is not None
     assert queued.pod is annotated
     q.update(annotated, relabel(annotated, app="x"))
+    assert q.where(uid(pod)) == ACTIVE
+
+
+def test_update_stops_at_the_first_event_that_activates_the_pod() -> None:
+    events = {
+        "Claims": [ClusterEventWithHint(ClusterEvent("Pod", ActionType.UPDATE_POD_LABEL))],
+        "Taints": [ClusterEventWithHint(ClusterEvent("Pod", ActionType.UPDATE_POD_TOLERATIONS))],
+    }
+    clock = FakeClock()
+    q = make_queue(clock, events, pop_from_backoff=False)
+    pod = make_pod("p")
+    q.add(pod)
+    qpi = pop(q)
+    fail(q, qpi, "Taints", pending=("Claims",))
+    assert q.is_backing_off(qpi)
+    # Labels (Pending plugin: now) and tolerations (after backoff) change together.
+    newer = with_spec(relabel(pod, a="b"), tolerations=[Toleration(operator="Exists")])
+    q.update(pod, newer)
     assert q.where(uid(pod)) == ACTIVE
 
 
