@@ -116,3 +116,96 @@ def cluster_status() -> None:
     for row in rows:
         cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
         click.echo("  ".join([*cells, row[-1]]))
+
+
+def _setup_logging(level: str) -> None:
+    import logging  # noqa: PLC0415
+
+    logging.basicConfig(
+        level=getattr(logging, level.upper()),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    # One line per HTTP request is the client library's debug detail, not ours.
+    logging.getLogger("httpx2").setLevel(logging.WARNING)
+
+
+def _load_scheduler_config(path: str | None) -> tuple[object, object]:
+    """The plugin registry and the loaded configuration, or a clear error naming the field."""
+    from kubesched.config import ConfigError, default_config, load_config  # noqa: PLC0415
+    from kubesched.framework import plugin_args_types  # noqa: PLC0415
+    from kubesched.plugins import default_registry  # noqa: PLC0415
+
+    registry = default_registry()
+    try:
+        config = (
+            load_config(path, plugin_args_types=plugin_args_types(registry))
+            if path
+            else default_config()
+        )
+    except ConfigError as err:
+        raise click.ClickException(f"invalid configuration: {err}") from err
+    return config, registry
+
+
+@main.command("run")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    help="KubeSchedulerConfiguration file (kubescheduler.config.k8s.io/v1). "
+    "Without it, kube-scheduler's default profile.",
+)
+@click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Cluster to schedule for.")
+@click.option(
+    "--port",
+    "health_port",
+    default=10259,
+    show_default=True,
+    help="Port of /healthz, /readyz and /metrics on 127.0.0.1 (0 picks a free one).",
+)
+@click.option("--identity", help="Leader election identity (default: hostname_uuid).")
+@click.option(
+    "--log-level",
+    default="INFO",
+    show_default=True,
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+)
+def run(
+    config_path: str | None,
+    kubeconfig: str | None,
+    health_port: int,
+    identity: str | None,
+    log_level: str,
+) -> None:
+    """Schedule every pod whose spec.schedulerName names a profile of the configuration."""
+    import asyncio  # noqa: PLC0415
+
+    from kubesched.config import KubeSchedulerConfiguration  # noqa: PLC0415
+    from kubesched.framework import Registry  # noqa: PLC0415
+    from kubesched.scheduler import serve  # noqa: PLC0415
+
+    _setup_logging(log_level)
+    config, registry = _load_scheduler_config(config_path)
+    assert isinstance(config, KubeSchedulerConfiguration)
+    assert isinstance(registry, Registry)
+    code = asyncio.run(
+        serve(config, registry, kubeconfig=kubeconfig, health_port=health_port, identity=identity)
+    )
+    raise SystemExit(code)
+
+
+@main.command("plugins")
+def plugins() -> None:
+    """List every registered plugin (in-tree and entry points) with its extension points."""
+    from kubesched.framework import extension_points_of  # noqa: PLC0415
+    from kubesched.plugins import IN_TREE, default_registry  # noqa: PLC0415
+
+    registry = default_registry()
+    rows = [("NAME", "SOURCE", "EXTENSION POINTS")]
+    for name in sorted(registry):
+        cls = registry[name]
+        source = "in-tree" if name in IN_TREE else f"entry point ({cls.__module__})"
+        rows.append((name, source, ", ".join(extension_points_of(cls))))
+    widths = [max(len(r[i]) for r in rows) for i in range(2)]
+    for r in rows:
+        click.echo(f"{r[0].ljust(widths[0])}  {r[1].ljust(widths[1])}  {r[2]}")

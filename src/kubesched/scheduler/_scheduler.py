@@ -1,0 +1,302 @@
+"""The scheduling loop: pop a pod, run its profile's scheduling cycle, bind asynchronously.
+
+This is kube-scheduler's ``ScheduleOne`` with its failure handling. One asyncio loop runs
+everything: informer events, the synchronous scheduling cycle (which never yields, so the cache
+doubles as the cycle's snapshot), and many binding cycles in flight at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from kubesched.api import Node, Pod
+from kubesched.framework import (
+    ActionType,
+    ClusterEvent,
+    Code,
+    CycleState,
+    FilterError,
+    FitError,
+    Framework,
+    NoNodesAvailableError,
+    PodInfo,
+    QueuedPodInfo,
+    Status,
+)
+from kubesched.scheduler._cache import Cache
+from kubesched.scheduler._metrics import SchedulerMetrics
+from kubesched.scheduler._queue import SchedulingQueue
+
+log = logging.getLogger(__name__)
+
+#: ``v1.PodReasonUnschedulable`` and ``v1.PodReasonSchedulerError``.
+REASON_UNSCHEDULABLE = "Unschedulable"
+REASON_SCHEDULER_ERROR = "SchedulerError"
+
+
+class ClusterWriter(Protocol):
+    """What the loop writes back to the cluster (the API server, or nothing in simulation)."""
+
+    def scheduled(self, pod: Pod, node: str, profile: str) -> None:
+        """Record the ``Scheduled`` event."""
+
+    def failed(
+        self, pod: Pod, reason: str, message: str, profile: str, nominated_node: str | None
+    ) -> None:
+        """Record ``FailedScheduling`` and set ``PodScheduled=False`` with ``reason``."""
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What became of one attempt (for logs, tests and ``simulate``)."""
+
+    pod: str
+    node: str | None
+    reason: str
+    message: str
+
+
+class Scheduler:
+    """Profiles over one cache and one queue, fed by informer callbacks."""
+
+    def __init__(
+        self,
+        *,
+        profiles: Mapping[str, Framework],
+        cache: Cache,
+        queue: SchedulingQueue,
+        writer: ClusterWriter,
+        metrics: SchedulerMetrics | None = None,
+        pod_lookup: PodLookup | None = None,
+    ) -> None:
+        self.profiles = dict(profiles)
+        self.cache = cache
+        self.queue = queue
+        self.writer = writer
+        self.metrics = metrics
+        self._pod_lookup = pod_lookup
+        self._binding: set[asyncio.Task[None]] = set()
+        self._stopping = False
+
+    # -- informer callbacks (kube-scheduler's eventhandlers.go) ---------------------------------
+
+    def responsible_for(self, pod: Pod) -> bool:
+        return pod.spec.scheduler_name in self.profiles
+
+    def on_node_add(self, node: Node) -> None:
+        self.cache.add_node(node)
+        self.queue.move_all_to_active_or_backoff(ClusterEvent("Node", ActionType.ADD), None, node)
+
+    def on_node_update(self, old: Node, new: Node) -> None:
+        self.cache.update_node(old, new)
+        action = node_update_action(old, new)
+        if action:
+            self.queue.move_all_to_active_or_backoff(ClusterEvent("Node", action), old, new)
+
+    def on_node_delete(self, node: Node) -> None:
+        self.cache.remove_node(node)
+
+    def on_pod_add(self, pod: Pod) -> None:
+        if pod.spec.node_name:
+            self.cache.add_pod(pod)
+            self.queue.assigned_pod_added(pod)
+        elif self.responsible_for(pod):
+            self.queue.add(pod)
+
+    def on_pod_update(self, old: Pod, new: Pod) -> None:
+        if new.spec.node_name:
+            if not old.spec.node_name:
+                # Bound (by us, or by someone else): it leaves the queue and counts on its node.
+                self.queue.delete(old)
+                self.cache.add_pod(new)
+                self.queue.assigned_pod_added(new)
+            else:
+                self.cache.update_pod(old, new)
+                self.queue.assigned_pod_updated(old, new)
+        elif self.responsible_for(new):
+            self.queue.update(old, new)
+
+    def on_pod_delete(self, pod: Pod) -> None:
+        if pod.spec.node_name:
+            self.cache.remove_pod(pod)
+            self.queue.assigned_pod_deleted(pod)
+            return
+        self.queue.delete(pod)
+        fwk = self.profiles.get(pod.spec.scheduler_name)
+        if fwk is not None:
+            fwk.reject_waiting_pod(pod.metadata.uid, "pod was deleted")
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Schedule until :meth:`stop`; binding cycles left in flight are awaited."""
+        while not self._stopping:
+            qpi = await self.queue.pop()
+            if qpi is None:
+                break
+            self.schedule_one(qpi)
+            # Let informer events and binding cycles in between pods.
+            await asyncio.sleep(0)
+        await self.drain()
+
+    async def drain(self) -> None:
+        """Wait for every binding cycle in flight."""
+        while self._binding:
+            await asyncio.gather(*list(self._binding), return_exceptions=True)
+
+    def stop(self) -> None:
+        self._stopping = True
+        self.queue.close()
+
+    def schedule_one(self, qpi: QueuedPodInfo) -> Outcome:
+        """One scheduling cycle for ``qpi``; the binding cycle is started as a task."""
+        pod = qpi.pod
+        fwk = self.profiles.get(pod.spec.scheduler_name)
+        if (
+            fwk is None
+            or pod.metadata.deletion_timestamp
+            or self.cache.is_assumed(pod.metadata.uid)
+        ):
+            self.queue.done(pod.metadata.uid)
+            return Outcome(pod.key, None, "Skipped", "not schedulable by this scheduler now")
+        start = time.perf_counter()
+        state = CycleState()
+        try:
+            result = fwk.schedule_pod(state, pod)
+        except FitError as fit:
+            nominated = None
+            if fwk.post_filter_plugins:
+                filtered = fit.diagnosis.node_statuses(fwk.snapshot)
+                nominated, pf = fwk.run_post_filter(state, pod, filtered)
+                if pf is not None and pf.message:
+                    fit.diagnosis.post_filter_msg = pf.message
+            qpi.unschedulable_plugins = set(fit.diagnosis.unschedulable_plugins)
+            qpi.pending_plugins = set(fit.diagnosis.pending_plugins)
+            return self._fail(fwk, qpi, REASON_UNSCHEDULABLE, str(fit), start, nominated)
+        except NoNodesAvailableError as e:
+            return self._fail(fwk, qpi, REASON_UNSCHEDULABLE, str(e), start)
+        except FilterError as e:
+            return self._fail(fwk, qpi, REASON_SCHEDULER_ERROR, str(e), start)
+        except Exception as e:  # a plugin bug must not stop the loop or lose the pod
+            log.exception("scheduling %s failed", pod.key)
+            return self._fail(fwk, qpi, REASON_SCHEDULER_ERROR, f"{type(e).__name__}: {e}", start)
+
+        host = result.suggested_host
+        assumed = PodInfo.of(pod)
+        self.cache.assume_pod(assumed, host)
+        status = fwk.run_reserve(state, pod, host)
+        if status is None:
+            status = fwk.run_permit(state, pod, host)
+            if status is not None and status.code == Code.WAIT:
+                status = None
+        if status is not None:
+            fwk.run_unreserve(state, pod, host)
+            self.cache.forget_pod(pod.metadata.uid)
+            if status.is_rejected():
+                qpi.unschedulable_plugins = {status.plugin} if status.plugin else set()
+                return self._fail(fwk, qpi, REASON_UNSCHEDULABLE, status.message, start)
+            return self._fail(fwk, qpi, REASON_SCHEDULER_ERROR, status.message, start)
+        task = asyncio.get_running_loop().create_task(
+            self._binding_cycle(fwk, state, qpi, host, start)
+        )
+        self._binding.add(task)
+        task.add_done_callback(self._binding.discard)
+        return Outcome(pod.key, host, "Assumed", "")
+
+    async def _binding_cycle(
+        self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, host: str, start: float
+    ) -> None:
+        pod = qpi.pod
+        try:
+            status = await fwk.wait_on_permit(pod)
+            if status is None:
+                status = await fwk.run_pre_bind(state, pod, host)
+            if status is None:
+                t0 = time.perf_counter()
+                status = await fwk.run_bind(state, pod, host)
+                if self.metrics is not None:
+                    self.metrics.binding_duration.observe(time.perf_counter() - t0)
+        except Exception as e:  # a plugin bug must not lose the pod
+            log.exception("binding %s to %s failed", pod.key, host)
+            status = Status(Code.ERROR, f"{type(e).__name__}: {e}")
+        if status is None:
+            self.cache.finish_binding(pod.metadata.uid)
+            if self.metrics is not None:
+                self.metrics.attempt("scheduled", fwk.profile_name, time.perf_counter() - start)
+            log.info("Successfully bound pod to node pod=%s node=%s", pod.key, host)
+            self.writer.scheduled(pod, host, fwk.profile_name)
+            fwk.run_post_bind(state, pod, host)
+            self.queue.done(pod.metadata.uid)
+            return
+        fwk.run_unreserve(state, pod, host)
+        self.cache.forget_pod(pod.metadata.uid)
+        # The resources the pod held may let others fit.
+        self.queue.assigned_pod_deleted(pod)
+        rejected = status.is_rejected()
+        if rejected:
+            qpi.unschedulable_plugins = {status.plugin} if status.plugin else set()
+        reason = REASON_UNSCHEDULABLE if rejected else REASON_SCHEDULER_ERROR
+        self._fail(fwk, qpi, reason, status.message, start)
+
+    def _fail(
+        self,
+        fwk: Framework,
+        qpi: QueuedPodInfo,
+        reason: str,
+        message: str,
+        start: float,
+        nominated: str | None = None,
+    ) -> Outcome:
+        """``handleSchedulingFailure``: tell the user, and put the pod back in the queue."""
+        pod = qpi.pod
+        if self.metrics is not None:
+            result = "unschedulable" if reason == REASON_UNSCHEDULABLE else "error"
+            self.metrics.attempt(result, fwk.profile_name, time.perf_counter() - start)
+        log.info("Unable to schedule pod pod=%s reason=%s: %s", pod.key, reason, message)
+        current = self._current(pod)
+        if current is None or current.spec.node_name:
+            # Deleted or bound by someone else meanwhile: nothing to retry.
+            self.queue.done(pod.metadata.uid)
+            return Outcome(pod.key, None, reason, message)
+        if reason == REASON_SCHEDULER_ERROR:
+            qpi.unschedulable_plugins = set()
+        qpi.pod_info = PodInfo.of(current)
+        self.queue.add_unschedulable_if_not_present(qpi, self.queue.scheduling_cycle)
+        if nominated:
+            self.queue.add_nominated_pod(qpi.pod_info, nominated)
+        self.writer.failed(current, reason, message, fwk.profile_name, nominated)
+        return Outcome(pod.key, None, reason, message)
+
+    def _current(self, pod: Pod) -> Pod | None:
+        if self._pod_lookup is None:
+            return pod
+        return self._pod_lookup(pod.metadata.namespace, pod.metadata.name)
+
+
+class PodLookup(Protocol):
+    """The informer's current view of a pod, or ``None`` if it is gone."""
+
+    def __call__(self, namespace: str, name: str) -> Pod | None: ...
+
+
+def node_update_action(old: Node, new: Node) -> ActionType:
+    """Which node properties changed, as kube-scheduler's ``nodeSchedulingPropertiesChange``."""
+    action = ActionType(0)
+    if old.status.allocatable != new.status.allocatable:
+        action |= ActionType.UPDATE_NODE_ALLOCATABLE
+    if old.metadata.labels != new.metadata.labels:
+        action |= ActionType.UPDATE_NODE_LABEL
+    if old.spec.taints != new.spec.taints or old.spec.unschedulable != new.spec.unschedulable:
+        action |= ActionType.UPDATE_NODE_TAINT
+    if {(c.type, c.status) for c in old.status.conditions} != {
+        (c.type, c.status) for c in new.status.conditions
+    }:
+        action |= ActionType.UPDATE_NODE_CONDITION
+    if old.metadata.annotations != new.metadata.annotations:
+        action |= ActionType.UPDATE_NODE_ANNOTATION
+    return action

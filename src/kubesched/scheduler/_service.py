@@ -1,0 +1,301 @@
+"""``kubesched run``: the scheduler wired to a real API server.
+
+Informers (reflectors on nodes and pods) feed the cache and queue; the loop schedules; the
+default binder and the event recorder write back; a Lease decides who schedules when several
+replicas run; ``/healthz``, ``/readyz`` and ``/metrics`` tell the outside how it goes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Mapping
+
+from kubesched.api import Node, Pod, PodCondition
+from kubesched.config import KubeSchedulerConfiguration
+from kubesched.framework import (
+    ClusterEventWithHint,
+    Framework,
+    Registry,
+    Snapshot,
+    Status,
+    build_frameworks,
+)
+from kubesched.kube import (
+    APIClient,
+    EventRecorder,
+    LeaderElector,
+    Reflector,
+    ResourceEventHandler,
+    bind,
+    update_pod_condition,
+)
+from kubesched.scheduler._cache import Cache
+from kubesched.scheduler._health import HealthServer
+from kubesched.scheduler._metrics import SchedulerMetrics
+from kubesched.scheduler._queue import SchedulingQueue
+from kubesched.scheduler._scheduler import Scheduler
+
+log = logging.getLogger(__name__)
+
+#: Pods that still need a node or hold resources on one (kube-scheduler's informer filter).
+POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+
+
+class _Binder:
+    """The framework's :class:`~kubesched.framework.APIClient`, on the real API server."""
+
+    def __init__(self, client: APIClient) -> None:
+        self._client = client
+
+    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+        await bind(self._client, namespace, name, uid, node)
+
+
+class _Writer:
+    """Events and pod conditions, written in the background so the loop never waits on them."""
+
+    def __init__(self, client: APIClient, profiles: Mapping[str, Framework]) -> None:
+        self._client = client
+        self.recorders = {
+            name: EventRecorder(client, reporting_controller=name) for name in profiles
+        }
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def start(self) -> None:
+        for r in self.recorders.values():
+            r.start()
+
+    async def aclose(self) -> None:
+        if self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        for r in self.recorders.values():
+            await r.aclose()
+
+    def scheduled(self, pod: Pod, node: str, profile: str) -> None:
+        self.recorders[profile].event(
+            pod,
+            type="Normal",
+            reason="Scheduled",
+            action="Binding",
+            note=f"Successfully assigned {pod.metadata.namespace}/{pod.metadata.name} to {node}",
+        )
+
+    def failed(
+        self, pod: Pod, reason: str, message: str, profile: str, nominated_node: str | None
+    ) -> None:
+        self.recorders[profile].event(
+            pod, type="Warning", reason="FailedScheduling", action="Scheduling", note=message
+        )
+        condition = PodCondition(
+            type="PodScheduled", status="False", reason=reason, message=message
+        )
+        task = asyncio.get_running_loop().create_task(self._update(pod, condition, nominated_node))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _update(self, pod: Pod, condition: PodCondition, nominated: str | None) -> None:
+        try:
+            await update_pod_condition(self._client, pod, condition, nominated_node_name=nominated)
+        except Exception as e:  # the pod may be gone; the next attempt writes again
+            log.warning("cannot update status of pod %s: %s", pod.key, e)
+
+
+class _NodeHandler(ResourceEventHandler[Node]):
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.s = scheduler
+
+    def on_add(self, obj: Node) -> None:
+        self.s.on_node_add(obj)
+
+    def on_update(self, old: Node, new: Node) -> None:
+        self.s.on_node_update(old, new)
+
+    def on_delete(self, obj: Node) -> None:
+        self.s.on_node_delete(obj)
+
+
+class _PodHandler(ResourceEventHandler[Pod]):
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.s = scheduler
+
+    def on_add(self, obj: Pod) -> None:
+        self.s.on_pod_add(obj)
+
+    def on_update(self, old: Pod, new: Pod) -> None:
+        self.s.on_pod_update(old, new)
+
+    def on_delete(self, obj: Pod) -> None:
+        self.s.on_pod_delete(obj)
+
+
+def _events(frameworks: Mapping[str, Framework]) -> dict[str, list[ClusterEventWithHint]]:
+    out: dict[str, list[ClusterEventWithHint]] = {}
+    for fwk in frameworks.values():
+        for plugin, events in fwk.events_to_register().items():
+            out.setdefault(plugin, []).extend(events)
+    return out
+
+
+class SchedulerService:
+    """Everything ``kubesched run`` starts, in the order it starts and stops it."""
+
+    def __init__(
+        self,
+        config: KubeSchedulerConfiguration,
+        client: APIClient,
+        registry: Registry,
+        *,
+        health_host: str = "127.0.0.1",
+        health_port: int = 10259,
+        identity: str | None = None,
+    ) -> None:
+        self.config = config
+        self.client = client
+        self.metrics = SchedulerMetrics()
+        snapshot = Snapshot()
+        self.frameworks = build_frameworks(
+            config, registry, snapshot, client=_Binder(client), metrics=self.metrics
+        )
+        first = next(iter(self.frameworks.values()))
+        self.queue = SchedulingQueue(
+            less=first.less,
+            pre_enqueue=self._pre_enqueue,
+            events_to_register=_events(self.frameworks),
+            pod_initial_backoff=float(config.pod_initial_backoff_seconds),
+            pod_max_backoff=float(config.pod_max_backoff_seconds),
+            pending_pods_metric=self.metrics.set_pending,
+        )
+        self.writer = _Writer(client, self.frameworks)
+        self.scheduler = Scheduler(
+            profiles=self.frameworks,
+            cache=Cache(snapshot),
+            queue=self.queue,
+            writer=self.writer,
+            metrics=self.metrics,
+            pod_lookup=self._lookup,
+        )
+        self.nodes = Reflector(client, "/api/v1/nodes", Node, _NodeHandler(self.scheduler))
+        self.pods = Reflector(
+            client,
+            "/api/v1/pods",
+            Pod,
+            _PodHandler(self.scheduler),
+            field_selector=POD_FIELD_SELECTOR,
+        )
+        le = config.leader_election
+        self.elector = (
+            LeaderElector(
+                client,
+                namespace=le.resource_namespace,
+                name=le.resource_name,
+                identity=identity,
+                lease_duration=float(le.lease_duration),
+                renew_deadline=float(le.renew_deadline),
+                retry_period=float(le.retry_period),
+                on_started_leading=self._lead,
+                release_on_cancel=True,
+            )
+            if le.leader_elect
+            else None
+        )
+        self.health = HealthServer(
+            self.metrics.registry,
+            host=health_host,
+            port=health_port,
+            ready_checks={"sched-handler-sync": self._synced},
+            live_checks={"leaderElection": self._leader_ok},
+        )
+        self._stop = asyncio.Event()
+        self.lost_leadership = False
+
+    def _pre_enqueue(self, pod: Pod) -> Status | None:
+        fwk = self.frameworks.get(pod.spec.scheduler_name)
+        return None if fwk is None else fwk.run_pre_enqueue(pod)
+
+    def _lookup(self, namespace: str, name: str) -> Pod | None:
+        return self.pods.store.get_by_name(namespace, name)
+
+    def _synced(self) -> str | None:
+        if self.nodes.has_synced and self.pods.has_synced:
+            return None
+        return "waiting for informers to sync"
+
+    def _leader_ok(self) -> str | None:
+        if self.elector is None or self.elector.check():
+            return None
+        return "the leader lease has expired"
+
+    async def _lead(self) -> None:
+        log.info("became the leader; scheduling")
+        try:
+            await self.scheduler.run()
+        finally:
+            await self.scheduler.drain()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def run(self) -> int:
+        """Run until stopped (0) or until leadership is lost (1, as kube-scheduler exits)."""
+        await self.health.start()
+        self.writer.start()
+        self.nodes.start()
+        self.pods.start()
+        queue_task = asyncio.create_task(self.queue.run())
+        code = 0
+        try:
+            await self.nodes.wait_synced()
+            await self.pods.wait_synced()
+            log.info(
+                "caches synced: %d nodes, %d pods", len(self.nodes.store), len(self.pods.store)
+            )
+            work = asyncio.create_task(
+                self.elector.run() if self.elector is not None else self._lead()
+            )
+            stop = asyncio.create_task(self._stop.wait())
+            done, _ = await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
+            if work in done and self.elector is not None:
+                self.lost_leadership = True
+                log.error("leaderelection lost")
+                code = 1
+            for t in (work, stop):
+                t.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await t
+        finally:
+            self.scheduler.stop()
+            await self.scheduler.drain()
+            queue_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await queue_task
+            await self.nodes.stop()
+            await self.pods.stop()
+            await self.writer.aclose()
+            await self.health.stop()
+        return code
+
+
+async def serve(
+    config: KubeSchedulerConfiguration,
+    registry: Registry,
+    *,
+    kubeconfig: str | None,
+    health_port: int,
+    identity: str | None = None,
+) -> int:
+    """Run ``kubesched run`` until SIGINT/SIGTERM; the exit code."""
+    cc = config.client_connection
+    client = APIClient.from_kubeconfig(
+        kubeconfig or cc.kubeconfig or None, qps=float(cc.qps), burst=int(cc.burst)
+    )
+    async with client:
+        service = SchedulerService(
+            config, client, registry, health_port=health_port, identity=identity
+        )
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, service.stop)
+        return await service.run()
