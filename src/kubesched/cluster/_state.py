@@ -11,7 +11,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from kubesched.cluster._binaries import Progress
 from kubesched.cluster._errors import ClusterError
@@ -190,22 +190,41 @@ def save_state(layout: Layout, state: ClusterState) -> None:
     os.replace(tmp, layout.state_file)
 
 
+def _lock_file(path: Path, progress: Progress | None, what: str) -> IO[str]:
+    """Open and lock ``path``; retry if it was unlinked by the holder while we waited."""
+    waiting_said = False
+    while True:
+        handle = open(path, "a")  # noqa: SIM115 (returned locked, closed by the caller)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if progress is not None and not waiting_said:
+                progress(f"waiting for another command on {what} to finish")
+                waiting_said = True
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            if os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino:
+                return handle
+        except FileNotFoundError:
+            pass
+        handle.close()
+
+
 @contextlib.contextmanager
 def cluster_lock(clusters: Path, name: str, progress: Progress | None = None) -> Iterator[None]:
     """Serialize ``up``, ``down`` and component changes of one cluster across processes.
 
-    The lock file sits next to the cluster directories (``.<name>.lock``) and is never removed,
-    so two processes can never hold locks on different files of the same name.
+    The lock file sits next to the cluster directories (``.<name>.lock``). It is removed, while
+    still held, once the cluster directory is gone; a process that was waiting on the removed
+    file sees that and locks the new one.
     """
     clusters.mkdir(parents=True, exist_ok=True)
-    with open(clusters / f".{name}.lock", "a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            if progress is not None:
-                progress(f"waiting for another command on cluster {name!r} to finish")
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    path = clusters / f".{name}.lock"
+    handle = _lock_file(path, progress, f"cluster {name!r}")
+    try:
+        yield
+    finally:
+        if not (clusters / name).exists():
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+        handle.close()

@@ -236,3 +236,31 @@ def test_cli_up_reports_a_missing_go_clearly(
     assert result.exit_code == 1
     assert "`go` not found on PATH" in result.output
     assert "KUBECONFIG=" not in result.output
+
+
+def test_the_lock_file_goes_with_the_cluster_and_waiters_lock_a_fresh_one(
+    tmp_path: Path,
+) -> None:
+    import threading
+
+    from kubesched.cluster._state import cluster_lock
+
+    clusters = tmp_path / "clusters"
+    (clusters / "c").mkdir(parents=True)
+    order: list[str] = []
+
+    def second() -> None:
+        with cluster_lock(clusters, "c"):
+            order.append("second")
+            assert (clusters / ".c.lock").exists()
+
+    with cluster_lock(clusters, "c"):
+        waiter = threading.Thread(target=second)
+        waiter.start()
+        time.sleep(0.2)
+        order.append("first")
+        (clusters / "c").rmdir()  # as `down` does
+    waiter.join(timeout=5)
+
+    assert order == ["first", "second"]
+    assert not (clusters / ".c.lock").exists()
