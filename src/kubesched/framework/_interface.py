@@ -182,12 +182,6 @@ class ClusterEvent:
     resource: str
     action: ActionType
 
-    def matches(self, other: ClusterEvent) -> bool:
-        """Whether an actual event ``other`` is one of the changes this one registers."""
-        if self.resource not in ("*", other.resource):
-            return False
-        return bool(self.action & other.action)
-
 
 @dataclass(frozen=True, slots=True)
 class ClusterEventWithHint:
@@ -209,6 +203,8 @@ class QueuedPodInfo:
     pending_plugins: set[str] = field(default_factory=set)
     #: The PreEnqueue plugin that is keeping the pod out of the active queue, if any.
     gated_by: str = ""
+    #: The scheduling cycle (pop count) of the pod's latest attempt.
+    cycle: int = 0
 
     @property
     def pod(self) -> Pod:

@@ -165,6 +165,8 @@ class Scheduler:
             self.queue.done(pod.metadata.uid)
             return Outcome(pod.key, None, "Skipped", "not schedulable by this scheduler now")
         start = time.perf_counter()
+        # The cycle this attempt belongs to: events after it may have made the pod schedulable.
+        qpi.cycle = self.queue.scheduling_cycle
         state = CycleState()
         try:
             result = fwk.schedule_pod(state, pod)
@@ -266,7 +268,7 @@ class Scheduler:
         if reason == REASON_SCHEDULER_ERROR:
             qpi.unschedulable_plugins = set()
         qpi.pod_info = PodInfo.of(current)
-        self.queue.add_unschedulable_if_not_present(qpi, self.queue.scheduling_cycle)
+        self.queue.add_unschedulable_if_not_present(qpi, qpi.cycle)
         if nominated:
             self.queue.add_nominated_pod(qpi.pod_info, nominated)
         self.writer.failed(current, reason, message, fwk.profile_name, nominated)

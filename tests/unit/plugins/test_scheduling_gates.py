@@ -48,7 +48,6 @@ def test_events_to_register() -> None:
         "Pod", ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED
     )
     assert registered.hint is not None
-    assert not registered.event.matches(ClusterEvent("Pod", ActionType.UPDATE_POD_LABEL))
 
 
 def _without_gates(pod: Pod) -> Pod:
