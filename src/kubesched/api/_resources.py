@@ -48,9 +48,13 @@ def is_extended_resource_name(name: str) -> bool:
 
 
 def is_scalar_resource_name(name: str) -> bool:
-    """Counted by kube-scheduler besides cpu, memory, ephemeral-storage and pods."""
-    return is_extended_resource_name(name) or name.startswith(
-        ("hugepages-", "attachable-volumes-", "kubernetes.io/")
+    """Counted by kube-scheduler besides cpu, memory, ephemeral-storage and pods: extended
+    resources, ``hugepages-*``, ``attachable-volumes-*``, and any name containing
+    ``kubernetes.io/`` (``IsPrefixedNativeResource``: ``subdomain.kubernetes.io/x`` too)."""
+    return (
+        is_extended_resource_name(name)
+        or name.startswith(("hugepages-", "attachable-volumes-"))
+        or "kubernetes.io/" in name
     )
 
 
