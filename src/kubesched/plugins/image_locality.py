@@ -1,0 +1,163 @@
+"""ImageLocality: favour nodes that already have the pod's container images.
+
+Pulling a large image takes time; a node that has it starts the pod sooner. For each container of
+the pod (init containers included, ephemeral ones not) whose image the node reports in
+``status.images``, the node earns the image's size scaled by how widely the image is spread::
+
+    scaled = int(size * (nodes having the image / all nodes))
+
+so an image present everywhere counts fully and one present on a single node of a thousand
+hardly at all: a pod is not drawn to the few nodes that happen to hold a rare image ("node
+heating"). The sum is clamped to ``[23 MiB, 1000 MiB * number of containers]`` and mapped
+linearly onto 0..100 with integer division::
+
+    score = 100 * (clamped - 23 MiB) // (1000 MiB * containers - 23 MiB)
+
+Image names are compared as the container runtime reports them: an image without a tag or digest
+gets ``:latest`` (``nginx`` is looked up as ``nginx:latest``); registry and repository are not
+normalized further. Example: a pod with images ``gcr.io/40`` and ``gcr.io/250`` on a two-node
+cluster where one node has ``gcr.io/250:latest`` (250 MiB): that node scores
+``100 * (125 MiB - 23 MiB) // (2000 MiB - 23 MiB) = 5``, the other 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from kubesched.api import Pod
+from kubesched.framework import (
+    CycleState,
+    Handle,
+    IntArray,
+    NodeInfo,
+    Nodes,
+    NodeTable,
+    ScorePlugin,
+    Status,
+)
+
+NAME = "ImageLocality"
+
+MB = 1024 * 1024
+#: Below this sum a node scores 0.
+MIN_THRESHOLD = 23 * MB
+#: Per container: at or above ``MAX_CONTAINER_THRESHOLD * containers`` a node scores 100.
+MAX_CONTAINER_THRESHOLD = 1000 * MB
+MAX_NODE_SCORE = 100
+DEFAULT_IMAGE_TAG = "latest"
+
+_CACHE_SIZE = 256
+
+
+def normalized_image_name(name: str) -> str:
+    """``normalizedImageName``: ``name:latest`` when ``name`` has neither tag nor digest."""
+    if name.rfind(":") <= name.rfind("/"):
+        name = f"{name}:{DEFAULT_IMAGE_TAG}"
+    return name
+
+
+def _pod_images(pod: Pod) -> Iterator[str]:
+    for c in pod.spec.init_containers:
+        yield normalized_image_name(c.image)
+    for c in pod.spec.containers:
+        yield normalized_image_name(c.image)
+
+
+def scaled_image_score(size: int, num_nodes: int, total_num_nodes: int) -> int:
+    """``scaledImageScore``: the size weighted by the share of nodes having the image (float64,
+    truncated, as upstream)."""
+    spread = float(num_nodes) / float(total_num_nodes)
+    return int(float(size) * spread)
+
+
+def calculate_priority(sum_scores: int, num_containers: int) -> int:
+    """``calculatePriority``: the clamped sum mapped onto 0..100."""
+    max_threshold = MAX_CONTAINER_THRESHOLD * num_containers
+    if sum_scores < MIN_THRESHOLD:
+        sum_scores = MIN_THRESHOLD
+    elif sum_scores > max_threshold:
+        sum_scores = max_threshold
+    num = MAX_NODE_SCORE * (sum_scores - MIN_THRESHOLD)
+    den = max_threshold - MIN_THRESHOLD
+    # Go truncates toward zero (only reachable negative with no containers at all).
+    q = abs(num) // abs(den)
+    return q if (num >= 0) == (den > 0) else -q
+
+
+class ImageLocality(ScorePlugin):
+    """Scores nodes by the (spread-weighted) size of the pod's images they already have."""
+
+    name = NAME
+
+    def __init__(self, handle: Handle, args: Any = None) -> None:
+        super().__init__(handle, args)
+        # image name -> (the holders it was built from, their slots, their sizes)
+        self._arrays: dict[str, tuple[dict[int, int], IntArray, IntArray]] = {}
+
+    def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status | None]:
+        table = self.handle.snapshot.table
+        total = len(self.handle.snapshot)
+        total_sum = 0
+        for image in _pod_images(pod):
+            holders = table.images.get(image)
+            if holders is not None and node.slot in holders:
+                total_sum += scaled_image_score(holders[node.slot], len(holders), total)
+        num_containers = len(pod.spec.init_containers) + len(pod.spec.containers)
+        return calculate_priority(total_sum, num_containers), None
+
+    def score_nodes(
+        self, state: CycleState, pod: Pod, nodes: Nodes
+    ) -> tuple[IntArray, Status | None]:
+        n = len(nodes)
+        table = nodes.table
+        total = len(nodes.snapshot)
+        acc: IntArray | None = None
+        for image in _pod_images(pod):
+            holders = table.images.get(image)
+            if not holders:
+                continue
+            slots, sizes = self._holder_arrays(table, image, holders)
+            spread = float(len(holders)) / float(total)
+            scaled = (sizes.astype(np.float64) * spread).astype(np.int64)
+            if acc is None:
+                acc = np.zeros(table.capacity, dtype=np.int64)
+            acc[slots] += scaled
+        if acc is None:
+            return np.zeros(n, dtype=np.int64), None
+        num_containers = len(pod.spec.init_containers) + len(pod.spec.containers)
+        if num_containers == 0:
+            return np.zeros(n, dtype=np.int64), None
+        max_threshold = MAX_CONTAINER_THRESHOLD * num_containers
+        sums = np.clip(np.take(acc, nodes.slots), MIN_THRESHOLD, max_threshold)
+        return MAX_NODE_SCORE * (sums - MIN_THRESHOLD) // (max_threshold - MIN_THRESHOLD), None
+
+    def _holder_arrays(
+        self, table: NodeTable, image: str, holders: dict[int, int]
+    ) -> tuple[IntArray, IntArray]:
+        """The holders of ``image`` as (slots, sizes) arrays, rebuilt only when they changed
+        (comparing two dicts is far cheaper than converting one)."""
+        hit = self._arrays.get(image)
+        if hit is not None and hit[0] == holders:
+            return hit[1], hit[2]
+        frozen = dict(holders)
+        slots = np.fromiter(frozen.keys(), dtype=np.int64, count=len(frozen))
+        sizes = np.fromiter(frozen.values(), dtype=np.int64, count=len(frozen))
+        if hit is None and len(self._arrays) >= _CACHE_SIZE:
+            self._arrays.pop(next(iter(self._arrays)))
+        self._arrays[image] = (frozen, slots, sizes)
+        return slots, sizes
+
+
+__all__ = [
+    "DEFAULT_IMAGE_TAG",
+    "MAX_CONTAINER_THRESHOLD",
+    "MIN_THRESHOLD",
+    "NAME",
+    "ImageLocality",
+    "calculate_priority",
+    "normalized_image_name",
+    "scaled_image_score",
+]

@@ -1,0 +1,509 @@
+"""NodeResourcesFit: keep pods off nodes without room for their requests, and score the rest.
+
+**Filter.** A pod fits a node when, for every resource the pod requests (a request of 0 does not
+count), ``request <= allocatable - requested``, where ``requested`` sums the requests of the pods
+already on the node (assumed ones included). The pod's request is kube-scheduler's
+``PodRequests``: app containers and sidecars add up, an ordinary init container needs its own
+request plus the sidecars started before it, the largest of those wins, pod-level requests replace
+the containers' for cpu and memory, and RuntimeClass overhead is added. On top of that the node
+must have room for one more pod: ``pods on the node + 1 <= allocatable pods``.
+
+A node that fails carries one reason per missing resource, in this order: ``Too many pods``,
+``Insufficient cpu``, ``Insufficient memory``, ``Insufficient ephemeral-storage``, then
+``Insufficient <name>`` for each scalar resource (extended resources, hugepages, ...). Each
+reason counts separately in the ``0/N nodes are available`` message. The status is
+``UnschedulableAndUnresolvable`` when some request exceeds the node's *total* allocatable of that
+resource (evicting pods cannot help, so preemption skips the node), else ``Unschedulable``.
+
+``ignoredResources`` and ``ignoredResourceGroups`` (the part before ``/``) name extended resources
+the filter does not check; they never apply to cpu, memory, ephemeral-storage, hugepages or
+``kubernetes.io/`` resources.
+
+**Score.** For each resource in ``scoringStrategy.resources`` (default cpu and memory, weight 1)
+the node's allocatable ``A`` and its requested amount with the pod placed ``R`` are taken (cpu and
+memory count containers without a request as 100m / 200Mi; a scalar resource the pod does not
+request, or one the node has none of, is left out). Then, with Go's integer arithmetic:
+
+- ``LeastAllocated`` (default): ``sum(w * (A - R) * 100 // A) // sum(w)``, a resource with
+  ``R > A`` scoring 0; favours emptier nodes (spreading).
+- ``MostAllocated``: ``sum(w * min(R, A) * 100 // A) // sum(w)``; favours fuller nodes (packing).
+- ``RequestedToCapacityRatio``: each resource's utilization ``R * 100 // A`` (100 when ``R > A``)
+  goes through the piecewise-linear ``shape`` (scores 0..10 scaled by 10), resources scoring 0
+  are left out, and the weighted mean is rounded half up.
+
+Example: a node with 4 CPUs and 10000 bytes of memory, pods on it requesting 2 CPUs and 4000
+bytes, and a pod requesting 1 CPU and 2000 bytes: ``LeastAllocated`` gives
+``((4000 - 3000) * 100 // 4000 + (10000 - 6000) * 100 // 10000) // 2 = (25 + 40) // 2 = 32``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from kubesched.api import (
+    CPU,
+    EPHEMERAL_STORAGE,
+    MEMORY,
+    PODS,
+    Node,
+    Pod,
+    Resources,
+    is_extended_resource_name,
+    is_scalar_resource_name,
+    node_allocatable,
+    pod_requests,
+)
+from kubesched.config import (
+    LEAST_ALLOCATED,
+    MOST_ALLOCATED,
+    REQUESTED_TO_CAPACITY_RATIO,
+    ConfigError,
+    NodeResourcesFitArgs,
+    decode_args,
+    validate_args,
+)
+from kubesched.framework import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    Code,
+    CycleState,
+    EnqueueExtensions,
+    FilterPlugin,
+    Handle,
+    IntArray,
+    NodeInfo,
+    Nodes,
+    NodeStatuses,
+    PreFilterPlugin,
+    PreFilterResult,
+    PreScorePlugin,
+    QueueingHint,
+    ScorePlugin,
+    Status,
+)
+from kubesched.plugins.helper import as_objects
+from kubesched.plugins.node_resources._allocation import (
+    WeightedResource,
+    node_lists,
+    pod_request_list,
+    requested_to_capacity_ratio_score,
+    resource_matrix,
+    shape_lut,
+    strategy_scores,
+    weighted_score,
+)
+
+NAME = "NodeResourcesFit"
+PRE_FILTER_STATE_KEY = "PreFilter" + NAME
+PRE_SCORE_STATE_KEY = "PreScore" + NAME
+
+#: The node already runs as many pods as its ``allocatable.pods``.
+REASON_TOO_MANY_PODS = "Too many pods"
+#: The node lacks room for the pod's request of a resource; ``{}`` is the resource name.
+REASON_INSUFFICIENT = "Insufficient {}"
+REASON_INSUFFICIENT_CPU = REASON_INSUFFICIENT.format(CPU)
+REASON_INSUFFICIENT_MEMORY = REASON_INSUFFICIENT.format(MEMORY)
+REASON_INSUFFICIENT_EPHEMERAL_STORAGE = REASON_INSUFFICIENT.format(EPHEMERAL_STORAGE)
+
+#: ``RequestedToCapacityRatio`` shape scores are 0..10 (``MaxCustomPriorityScore``); node scores
+#: are 0..100.
+MAX_CUSTOM_PRIORITY_SCORE = 10
+
+#: Feature gates kube-scheduler v1.34 enables by default that change this plugin's events.
+ENABLE_IN_PLACE_POD_VERTICAL_SCALING = True
+ENABLE_SCHEDULING_QUEUE_HINT = True
+
+_FIXED_CHECKS = ((CPU, REASON_INSUFFICIENT_CPU), (MEMORY, REASON_INSUFFICIENT_MEMORY))
+
+
+@dataclass(frozen=True, slots=True)
+class InsufficientResource:
+    """A resource a node lacks for a pod (``InsufficientResource``)."""
+
+    resource_name: str
+    reason: str
+    requested: int
+    used: int
+    capacity: int
+    #: The request exceeds the node's whole allocatable: preemption cannot help.
+    unresolvable: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Check:
+    name: str
+    amount: int
+    reason: str
+
+
+def _checks(
+    requests: Mapping[str, int],
+    ignored: Collection[str] = (),
+    ignored_groups: Collection[str] = (),
+) -> tuple[_Check, ...]:
+    """The resources the filter compares, in upstream's order: cpu, memory, ephemeral-storage,
+    then scalar resources (in the order the pod lists them; upstream walks a Go map)."""
+    out = [
+        _Check(name, requests.get(name, 0), reason)
+        for name, reason in (
+            *_FIXED_CHECKS,
+            (EPHEMERAL_STORAGE, REASON_INSUFFICIENT_EPHEMERAL_STORAGE),
+        )
+        if requests.get(name, 0) > 0
+    ]
+    for name, amount in requests.items():
+        if amount <= 0 or not is_scalar_resource_name(name):
+            continue
+        if is_extended_resource_name(name) and (
+            name in ignored or (ignored_groups and name.split("/", 1)[0] in ignored_groups)
+        ):
+            continue
+        out.append(_Check(name, amount, REASON_INSUFFICIENT.format(name)))
+    return tuple(out)
+
+
+def fits_request(
+    checks: tuple[_Check, ...], allocatable: Mapping[str, int], requested: Mapping[str, int]
+) -> list[InsufficientResource]:
+    """``fitsRequest``: what a node with ``allocatable`` and ``requested`` (pod count under
+    ``pods``) lacks for a pod whose request is ``checks``."""
+    out: list[InsufficientResource] = []
+    num_pods = requested.get(PODS, 0)
+    allowed = allocatable.get(PODS, 0)
+    if num_pods + 1 > allowed:
+        out.append(InsufficientResource(PODS, REASON_TOO_MANY_PODS, 1, num_pods, allowed))
+    for c in checks:
+        cap = allocatable.get(c.name, 0)
+        used = requested.get(c.name, 0)
+        if c.amount > cap - used:
+            out.append(InsufficientResource(c.name, c.reason, c.amount, used, cap, c.amount > cap))
+    return out
+
+
+def fits(pod: Pod, info: NodeInfo) -> list[InsufficientResource]:
+    """``Fits``: what ``info``'s node lacks for ``pod``, ignoring no resource."""
+    return fits_request(_checks(pod_requests(pod)), info.allocatable, info.requested)
+
+
+def _status_of(insufficient: list[InsufficientResource]) -> Status:
+    code = (
+        Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+        if any(r.unresolvable for r in insufficient)
+        else Code.UNSCHEDULABLE
+    )
+    return Status(code, *(r.reason for r in insufficient))
+
+
+@dataclass(slots=True)
+class PreFilterState:
+    """The pod's request, computed once per cycle (``preFilterState``)."""
+
+    requests: Resources
+    checks: tuple[_Check, ...]
+    #: Failure bit pattern -> status, so equal failures share one Status object.
+    statuses: dict[int, Status] = field(default_factory=dict)
+
+    def clone(self) -> PreFilterState:
+        return self
+
+
+@dataclass(slots=True)
+class PreScoreState:
+    """The pod's request of each scored resource (``preScoreState``)."""
+
+    pod_requests: list[int]
+
+    def clone(self) -> PreScoreState:
+        return self
+
+
+class NodeResourcesFit(
+    PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensions
+):
+    """Filters out nodes without room for the pod's requests; scores the others by a strategy."""
+
+    name = NAME
+    args_type = NodeResourcesFitArgs
+
+    def __init__(self, handle: Handle, args: Any = None) -> None:
+        if args is None:
+            args = decode_args(NodeResourcesFitArgs, None)
+        if not isinstance(args, NodeResourcesFitArgs):
+            raise TypeError(
+                f"want args to be of type NodeResourcesFitArgs, got {type(args).__name__}"
+            )
+        errors = validate_args(args)
+        if errors:
+            raise ConfigError(errors)
+        strategy = args.scoring_strategy
+        if strategy is None:
+            raise ValueError("scoring strategy not specified")
+        if strategy.type not in (LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO):
+            raise ValueError(f"scoring strategy {strategy.type} is not supported")
+        super().__init__(handle, args)
+        self.ignored_resources = frozenset(args.ignored_resources)
+        self.ignored_resource_groups = frozenset(args.ignored_resource_groups)
+        self.strategy: str = strategy.type
+        self.resources = [WeightedResource(r.name, int(r.weight)) for r in strategy.resources]
+        self._weights = [r.weight for r in self.resources]
+        self.shape: list[tuple[int, int]] = []
+        self._lut: IntArray | None = None
+        if self.strategy == REQUESTED_TO_CAPACITY_RATIO:
+            assert strategy.requested_to_capacity_ratio is not None
+            self.shape = [
+                (int(p.utilization), int(p.score) * (100 // MAX_CUSTOM_PRIORITY_SCORE))
+                for p in strategy.requested_to_capacity_ratio.shape
+            ]
+            self._lut = shape_lut(self.shape)
+
+    # -- PreFilter / Filter -------------------------------------------------------------------
+
+    def pre_filter(
+        self, state: CycleState, pod: Pod, nodes: Nodes
+    ) -> tuple[PreFilterResult | None, Status | None]:
+        requests = pod_requests(pod)
+        checks = _checks(requests, self.ignored_resources, self.ignored_resource_groups)
+        state.write(PRE_FILTER_STATE_KEY, PreFilterState(requests, checks))
+        return None, None
+
+    def _pre_filter_state(self, state: CycleState) -> PreFilterState | Status:
+        s = state.get(PRE_FILTER_STATE_KEY)
+        if s is None:
+            return Status(
+                Code.ERROR, f'error reading "{PRE_FILTER_STATE_KEY}" from cycleState: not found'
+            )
+        if not isinstance(s, PreFilterState):
+            return Status(Code.ERROR, f"{s!r}  convert to NodeResourcesFit.preFilterState error")
+        return s
+
+    def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
+        s = self._pre_filter_state(state)
+        if isinstance(s, Status):
+            return s
+        insufficient = fits_request(s.checks, node.allocatable, node.requested)
+        return _status_of(insufficient) if insufficient else None
+
+    def filter_nodes(self, state: CycleState, pod: Pod, nodes: Nodes) -> NodeStatuses:
+        """The per-node rule over all nodes: each failure is a bit (bit 0 too many pods, bit k
+        the k-th requested resource, the top bit "some request exceeds the node's allocatable"),
+        and each distinct bit pattern becomes one shared status."""
+        n = len(nodes)
+        s = self._pre_filter_state(state)
+        if isinstance(s, Status):
+            return NodeStatuses(np.ones(n, dtype=np.int32), [None, s])
+        t = nodes.table
+        slots = nodes.slots
+        alloc = t.allocatable
+        used = t.requested
+        pods_col = t.resource_index[PODS]
+        # pods + 1 > allowed
+        code = (np.take(used[:, pods_col], slots) >= np.take(alloc[:, pods_col], slots)).astype(
+            np.int64
+        )
+        nbits = len(s.checks) + 1
+        unresolvable = np.zeros(n, dtype=np.bool_)
+        for k, c in enumerate(s.checks, start=1):
+            col = t.resource_index.get(c.name)
+            if col is None:
+                # No node has ever offered or used it: 0 allocatable everywhere.
+                code |= 1 << k
+                unresolvable[:] = True
+                continue
+            a = np.take(alloc[:, col], slots)
+            short = a - np.take(used[:, col], slots) < c.amount
+            code |= short.astype(np.int64) << k
+            unresolvable |= a < c.amount
+        if not code.any():
+            return NodeStatuses.passing(n)
+        code |= unresolvable.astype(np.int64) << nbits
+        return self._intern(s, code, nbits)
+
+    def _intern(self, s: PreFilterState, code: IntArray, nbits: int) -> NodeStatuses:
+        if nbits < 12:
+            distinct = np.flatnonzero(np.bincount(code, minlength=1 << (nbits + 1)))
+            lut = np.zeros(1 << (nbits + 1), dtype=np.int32)
+            ids = None
+        else:
+            distinct, inverse = np.unique(code, return_inverse=True)
+            lut = np.zeros(len(distinct), dtype=np.int32)
+            ids = inverse
+        statuses: list[Status | None] = [None]
+        for i, c in enumerate(distinct.tolist()):
+            if c == 0:
+                continue
+            status = s.statuses.get(c)
+            if status is None:
+                status = s.statuses[c] = self._status_for_bits(s, c, nbits)
+            lut[c if ids is None else i] = len(statuses)
+            statuses.append(status)
+        out = lut[code] if ids is None else lut[ids]
+        return NodeStatuses(out.astype(np.int32, copy=False), statuses)
+
+    @staticmethod
+    def _status_for_bits(s: PreFilterState, bits: int, nbits: int) -> Status:
+        reasons = [REASON_TOO_MANY_PODS] if bits & 1 else []
+        reasons += [c.reason for k, c in enumerate(s.checks, start=1) if bits >> k & 1]
+        code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if bits >> nbits & 1 else Code.UNSCHEDULABLE
+        return Status(code, *reasons)
+
+    # -- PreScore / Score ----------------------------------------------------------------------
+
+    def pre_score(self, state: CycleState, pod: Pod, nodes: Nodes) -> Status | None:
+        state.write(PRE_SCORE_STATE_KEY, PreScoreState(self._pod_request_list(pod)))
+        return None
+
+    def _pod_request_list(self, pod: Pod) -> list[int]:
+        return pod_request_list(pod, self.resources, use_requested=False)
+
+    def _pre_score_state(self, state: CycleState, pod: Pod) -> PreScoreState:
+        s = state.get(PRE_SCORE_STATE_KEY)
+        if isinstance(s, PreScoreState):
+            return s
+        return PreScoreState(self._pod_request_list(pod))
+
+    def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status | None]:
+        if not self.resources:
+            return 0, Status(Code.ERROR, "resources not found")
+        s = self._pre_score_state(state, pod)
+        requested, allocatable = node_lists(node, self.resources, s.pod_requests, False)
+        if self.strategy == REQUESTED_TO_CAPACITY_RATIO:
+            return requested_to_capacity_ratio_score(
+                requested, allocatable, self.resources, self.shape
+            ), None
+        per = "most" if self.strategy == MOST_ALLOCATED else "least"
+        return weighted_score(requested, allocatable, self.resources, per), None
+
+    def score_nodes(
+        self, state: CycleState, pod: Pod, nodes: Nodes
+    ) -> tuple[IntArray, Status | None]:
+        n = len(nodes)
+        if not self.resources:
+            return np.zeros(n, dtype=np.int64), Status(Code.ERROR, "resources not found")
+        s = self._pre_score_state(state, pod)
+        m = resource_matrix(nodes.table, nodes.slots, self.resources, s.pod_requests, False)
+        return strategy_scores(m, n, self._weights, self.strategy, self._lut), None
+
+    # -- queueing ------------------------------------------------------------------------------
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        pod_action = ActionType.DELETE
+        if ENABLE_IN_PLACE_POD_VERTICAL_SCALING:
+            # A running pod resized down frees room.
+            pod_action |= ActionType.UPDATE_POD_SCALE_DOWN
+        node_action = ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE
+        if not ENABLE_SCHEDULING_QUEUE_HINT:
+            node_action |= ActionType.UPDATE_NODE_TAINT | ActionType.UPDATE_NODE_LABEL
+        return [
+            ClusterEventWithHint(
+                ClusterEvent("Pod", pod_action), self.is_schedulable_after_pod_event
+            ),
+            ClusterEventWithHint(
+                ClusterEvent("Node", node_action), self.is_schedulable_after_node_change
+            ),
+        ]
+
+    def is_schedulable_after_pod_event(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """A pod was deleted or scaled down: queue ``pod`` if that may have freed what it needs."""
+        try:
+            original, modified = as_objects(old, new, Pod)
+        except TypeError:
+            return QueueingHint.QUEUE
+        if modified is None:
+            if original is None:
+                return QueueingHint.QUEUE
+            if not original.spec.node_name and not original.status.nominated_node_name:
+                # An unscheduled pod's deletion frees nothing.
+                return QueueingHint.SKIP
+            return QueueingHint.QUEUE
+        if not ENABLE_IN_PLACE_POD_VERTICAL_SCALING:
+            return QueueingHint.SKIP
+        if original is None or not self._scaled_down_for(pod, original, modified):
+            return QueueingHint.SKIP
+        return QueueingHint.QUEUE
+
+    @staticmethod
+    def _scaled_down_for(target: Pod, original: Pod, modified: Pod) -> bool:
+        """``isSchedulableAfterPodScaleDown``: the update is to ``target`` itself, or a scheduled
+        pod's request of something ``target`` requests went down."""
+        if modified.metadata.uid == target.metadata.uid:
+            return True
+        if not modified.spec.node_name:
+            return False
+        before = pod_requests(original)
+        after = pod_requests(modified)
+        for name, value in pod_requests(target).items():
+            if value == 0:
+                continue
+            if _is_checked(name) and before.get(name, 0) > after.get(name, 0):
+                return True
+        return False
+
+    def is_schedulable_after_node_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """A node was added or its allocatable changed: queue ``pod`` if it would fit the node
+        and, for an update, some resource it requests (or the pod count) went up."""
+        try:
+            original, modified = as_objects(old, new, Node)
+        except TypeError:
+            return QueueingHint.QUEUE
+        if modified is None:
+            return QueueingHint.QUEUE
+        if not is_fit(pod, modified):
+            # It would not fit even on the empty node.
+            return QueueingHint.SKIP
+        if original is None:
+            return QueueingHint.QUEUE
+        if not have_any_requested_resources_increased(pod, original, modified):
+            return QueueingHint.SKIP
+        return QueueingHint.QUEUE
+
+
+def _is_checked(name: str) -> bool:
+    return name in (CPU, MEMORY, EPHEMERAL_STORAGE) or is_scalar_resource_name(name)
+
+
+def is_fit(pod: Pod, node: Node | None) -> bool:
+    """``isFit``: whether ``pod`` would fit ``node`` were it empty."""
+    if node is None:
+        return False
+    return not fits_request(_checks(pod_requests(pod)), node_allocatable(node), {})
+
+
+def have_any_requested_resources_increased(pod: Pod, original: Node, modified: Node) -> bool:
+    """``haveAnyRequestedResourcesIncreased``: whether the node's allocatable pod count, or its
+    allocatable of something ``pod`` requests, went up."""
+    requests = pod_requests(pod)
+    before = node_allocatable(original)
+    after = node_allocatable(modified)
+    if after.get(PODS, 0) > before.get(PODS, 0):
+        return True
+    for name, value in requests.items():
+        if value <= 0:
+            continue
+        if _is_checked(name) and after.get(name, 0) > before.get(name, 0):
+            return True
+    return False
+
+
+__all__ = [
+    "NAME",
+    "PRE_FILTER_STATE_KEY",
+    "PRE_SCORE_STATE_KEY",
+    "REASON_INSUFFICIENT",
+    "REASON_INSUFFICIENT_CPU",
+    "REASON_INSUFFICIENT_EPHEMERAL_STORAGE",
+    "REASON_INSUFFICIENT_MEMORY",
+    "REASON_TOO_MANY_PODS",
+    "InsufficientResource",
+    "NodeResourcesFit",
+    "PreFilterState",
+    "PreScoreState",
+    "fits",
+    "fits_request",
+    "have_any_requested_resources_increased",
+    "is_fit",
+]
