@@ -161,7 +161,13 @@ def _load_scheduler_config(path: str | None) -> tuple[object, object]:
     "health_port",
     default=10259,
     show_default=True,
-    help="Port of /healthz, /readyz and /metrics on 127.0.0.1 (0 picks a free one).",
+    help="Port of /healthz, /readyz and /metrics (0 picks a free one).",
+)
+@click.option(
+    "--bind-address",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address of /healthz, /readyz and /metrics (0.0.0.0 in a pod, for probes).",
 )
 @click.option("--identity", help="Leader election identity (default: hostname_uuid).")
 @click.option(
@@ -174,6 +180,7 @@ def run(
     config_path: str | None,
     kubeconfig: str | None,
     health_port: int,
+    bind_address: str,
     identity: str | None,
     log_level: str,
 ) -> None:

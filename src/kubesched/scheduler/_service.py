@@ -283,7 +283,8 @@ async def serve(
     registry: Registry,
     *,
     kubeconfig: str | None,
-    health_port: int,
+    health_host: str = "127.0.0.1",
+    health_port: int = 10259,
     identity: str | None = None,
 ) -> int:
     """Run ``kubesched run`` until SIGINT/SIGTERM; the exit code."""
@@ -293,7 +294,12 @@ async def serve(
     )
     async with client:
         service = SchedulerService(
-            config, client, registry, health_port=health_port, identity=identity
+            config,
+            client,
+            registry,
+            health_host=health_host,
+            health_port=health_port,
+            identity=identity,
         )
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
