@@ -37,8 +37,10 @@ def default_normalize_score(max_priority: int, reverse: bool, scores: IntArray) 
             scores[:] = max_priority
         return
     scaled = max_priority * scores
-    # Go's integer division truncates toward zero; numpy's floors. Equal for non-negative input.
-    out = np.sign(scaled) * (np.abs(scaled) // max_count)
+    if scaled.min() >= 0:
+        out = scaled // max_count
+    else:  # Go's integer division truncates toward zero where numpy's floors
+        out = np.sign(scaled) * (np.abs(scaled) // max_count)
     if reverse:
         out = max_priority - out
     scores[:] = out

@@ -103,7 +103,8 @@ def _label_mask(nodes: Nodes, key: str, values: Sequence[str], op: str) -> BoolA
     column = nodes.table.labels.get(key)
     if column is None:  # no node has ever had this label
         return np.full(len(nodes), holds(None), dtype=np.bool_)
-    return column.predicate(holds)[nodes.slots]
+    lut = np.fromiter(map(holds, column.values), dtype=np.bool_, count=len(column.values))
+    return lut.take(column.ids.take(nodes.slots))
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,8 +145,8 @@ class SelectorTerm:
         return all(r.holds(labels, name) for r in self.requirements)
 
     def mask(self, nodes: Nodes) -> BoolArray:
-        out = np.ones(len(nodes), dtype=np.bool_)
-        for r in self.requirements:
+        out = self.requirements[0].mask(nodes)
+        for r in self.requirements[1:]:
             out &= r.mask(nodes)
         return out
 
@@ -413,10 +414,10 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, E
         return None
 
     def filter_nodes(self, state: CycleState, pod: Pod, nodes: Nodes) -> NodeStatuses:
-        ids = np.zeros(len(nodes), dtype=np.int32)
+        # 0: passes, 1: fails the added affinity (checked first), 2: fails the pod's own.
+        ids = np.where(self._required(state, pod).mask(nodes), 0, 2).astype(np.int32)
         if self.added_node_selector is not None:
             ids[~self.added_node_selector.mask(nodes)] = 1
-        ids[(ids == 0) & ~self._required(state, pod).mask(nodes)] = 2
         return NodeStatuses(
             ids,
             [

@@ -116,16 +116,13 @@ class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensio
 
     def filter_nodes(self, state: CycleState, pod: Pod, nodes: Nodes) -> NodeStatuses:
         column = nodes.table.taints
-        ids = column.ids[nodes.slots]
         tolerations = pod.spec.tolerations
         statuses: list[Status | None] = [None]
         by_reason: dict[str, int] = {}
+        # Each distinct taint set once (there are few), then gathered to every node.
         lut = np.zeros(len(column.values), dtype=np.int32)
-        # Only the taint sets these nodes actually have, each once.
-        for vid in np.unique(ids).tolist():
-            taint = find_untolerated_taint(
-                column.values[vid], tolerations, DO_NOT_SCHEDULE_TAINT_EFFECTS
-            )
+        for vid, taints in enumerate(column.values):
+            taint = find_untolerated_taint(taints, tolerations, DO_NOT_SCHEDULE_TAINT_EFFECTS)
             if taint is None:
                 continue
             reason = untolerated_taint_reason(taint)
@@ -134,7 +131,7 @@ class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensio
                 k = by_reason[reason] = len(statuses)
                 statuses.append(Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, reason))
             lut[vid] = k
-        return NodeStatuses(lut[ids], statuses)
+        return NodeStatuses(lut.take(column.ids.take(nodes.slots)), statuses)
 
     # -- Score ---------------------------------------------------------------------------------
 
@@ -166,11 +163,12 @@ class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensio
         if isinstance(tolerations, Status):
             return np.zeros(len(nodes), dtype=np.int64), tolerations
         column = nodes.table.taints
-        ids = column.ids[nodes.slots]
-        lut = np.zeros(len(column.values), dtype=np.int64)
-        for vid in np.unique(ids).tolist():
-            lut[vid] = count_intolerable_prefer_no_schedule(column.values[vid], tolerations)
-        return lut[ids], None
+        lut = np.fromiter(
+            (count_intolerable_prefer_no_schedule(v, tolerations) for v in column.values),
+            dtype=np.int64,
+            count=len(column.values),
+        )
+        return lut.take(column.ids.take(nodes.slots)), None
 
     def normalize_score(
         self, state: CycleState, pod: Pod, nodes: Nodes, scores: IntArray

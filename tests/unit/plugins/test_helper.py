@@ -23,6 +23,8 @@ from kubesched.plugins.helper import as_objects, default_normalize_score
         (True, [0, 0, 0, 0], [100, 100, 100, 100]),
         (False, [3, 7, 9], [33, 77, 100]),
         (True, [], []),
+        # Negative input is outside the contract; integer division still truncates toward zero.
+        (False, [-3, 7], [-42, 100]),
     ],
 )
 def test_default_normalize_score(reverse: bool, scores: list[int], want: list[int]) -> None:
