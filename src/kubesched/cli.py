@@ -216,3 +216,28 @@ def plugins() -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(2)]
     for r in rows:
         click.echo(f"{r[0].ljust(widths[0])}  {r[1].ljust(widths[1])}  {r[2]}")
+
+
+@main.command("demo")
+@click.option("--timeout", default=60.0, show_default=True, help="Seconds to wait for decisions.")
+def demo(timeout: float) -> None:
+    """Bring up the local control plane, create an example cluster and pending pods, schedule
+    them with kubesched, and show where each pod went and why a pod could not go."""
+    from kubesched.cluster import ClusterError  # noqa: PLC0415
+    from kubesched.demo import NAMESPACE, run_demo  # noqa: PLC0415
+
+    try:
+        info, outcomes = run_demo(_progress, timeout=timeout)
+    except ClusterError as err:
+        raise click.ClickException(str(err)) from err
+    width = max(len(name) for name in outcomes)
+    click.echo(f"\n{'POD'.ljust(width)}  NODE")
+    for name, (node, why) in outcomes.items():
+        click.echo(f"{name.ljust(width)}  {node or 'unschedulable: ' + why}")
+    placed = sum(1 for node, _ in outcomes.values() if node)
+    click.echo(
+        f"\n{placed}/{len(outcomes)} pods scheduled by kubesched. The cluster keeps running:\n"
+        f"  kubectl --kubeconfig {info.kubeconfig} get pods -n {NAMESPACE} -o wide\n"
+        f"  kubectl --kubeconfig {info.kubeconfig} get events -n {NAMESPACE}\n"
+        f"  kubesched cluster down    # when done"
+    )
