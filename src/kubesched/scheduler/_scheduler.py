@@ -26,6 +26,7 @@ from kubesched.framework import (
     NoNodesAvailableError,
     PodInfo,
     QueuedPodInfo,
+    ScheduleResult,
     Status,
 )
 from kubesched.scheduler._cache import Cache
@@ -51,6 +52,18 @@ class ClusterWriter(Protocol):
         """Record ``FailedScheduling`` and set ``PodScheduled=False`` with ``reason``."""
 
 
+class AttemptObserver(Protocol):
+    """Sees what the framework decided in each scheduling cycle (``simulate --explain``).
+
+    Called with the cycle's state once ``schedule_pod`` has returned a result, or raised
+    :class:`FitError` (after PostFilter ran, so the diagnosis is complete).
+    """
+
+    def __call__(
+        self, fwk: Framework, pod: Pod, state: CycleState, outcome: ScheduleResult | FitError
+    ) -> None: ...
+
+
 @dataclass(slots=True)
 class Outcome:
     """What became of one attempt (for logs, tests and ``simulate``)."""
@@ -73,6 +86,7 @@ class Scheduler:
         writer: ClusterWriter,
         metrics: SchedulerMetrics | None = None,
         pod_lookup: PodLookup | None = None,
+        observer: AttemptObserver | None = None,
     ) -> None:
         self.profiles = dict(profiles)
         self.cache = cache
@@ -80,6 +94,7 @@ class Scheduler:
         self.writer = writer
         self.metrics = metrics
         self._pod_lookup = pod_lookup
+        self._observer = observer
         self._binding: set[asyncio.Task[None]] = set()
         self._stopping = False
 
@@ -177,6 +192,8 @@ class Scheduler:
                 nominated, pf = fwk.run_post_filter(state, pod, filtered)
                 if pf is not None and pf.message:
                     fit.diagnosis.post_filter_msg = pf.message
+            if self._observer is not None:
+                self._observer(fwk, pod, state, fit)
             qpi.unschedulable_plugins = set(fit.diagnosis.unschedulable_plugins)
             qpi.pending_plugins = set(fit.diagnosis.pending_plugins)
             return self._fail(fwk, qpi, REASON_UNSCHEDULABLE, str(fit), start, nominated)
@@ -188,6 +205,8 @@ class Scheduler:
             log.exception("scheduling %s failed", pod.key)
             return self._fail(fwk, qpi, REASON_SCHEDULER_ERROR, f"{type(e).__name__}: {e}", start)
 
+        if self._observer is not None:
+            self._observer(fwk, pod, state, result)
         host = result.suggested_host
         assumed = PodInfo.of(pod)
         self.cache.assume_pod(assumed, host)
