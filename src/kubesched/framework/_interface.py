@@ -194,8 +194,9 @@ class QueuedPodInfo:
     """A pod in the scheduling queue, with its attempt history."""
 
     pod_info: PodInfo
-    #: When the pod was first added to the queue (monotonic seconds); the PrioritySort tiebreak.
+    #: When the pod was first added to the queue (monotonic seconds).
     initial_attempt_timestamp: float
+    #: When the pod last entered the queue; PrioritySort's tiebreak between equal priorities.
     timestamp: float
     attempts: int = 0
     #: Plugins that rejected the pod in its last attempt: only their events can requeue it.

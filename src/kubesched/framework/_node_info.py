@@ -51,9 +51,13 @@ class PodInfo:
 
 
 def host_ports(pod: Pod) -> tuple[HostPort, ...]:
-    """The host ports the pod's containers (init containers included) claim."""
+    """The host ports the pod's containers and sidecars claim (``GetHostPorts``).
+
+    Ordinary init containers have exited before the pod runs, so their ports are not held.
+    """
     out: list[HostPort] = []
-    for c in (*pod.spec.init_containers, *pod.spec.containers):
+    sidecars = [c for c in pod.spec.init_containers if c.restart_policy == "Always"]
+    for c in (*sidecars, *pod.spec.containers):
         for p in c.ports:
             if p.host_port > 0:
                 out.append((p.host_ip or "0.0.0.0", p.protocol or "TCP", p.host_port))

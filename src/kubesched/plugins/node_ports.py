@@ -35,6 +35,7 @@ from kubesched.framework import (
     PreFilterResult,
     QueueingHint,
     Status,
+    host_ports,
     ports_conflict,
 )
 from kubesched.plugins.helper import as_objects
@@ -45,22 +46,6 @@ NAME = "NodePorts"
 ERR_REASON = "node(s) didn't have free ports for the requested pod ports"
 
 PRE_FILTER_STATE_KEY = "PreFilter" + NAME
-
-#: ``hostIP`` when unset: bind on every address.
-DEFAULT_BIND_ALL_HOST_IP = "0.0.0.0"
-
-
-def pod_host_ports(pod: Pod) -> tuple[HostPort, ...]:
-    """The ``(hostIP, protocol, hostPort)`` the pod claims on its node: ports with
-    ``hostPort > 0`` of its containers and of its sidecars, with kube-scheduler's defaults for an
-    empty IP (``0.0.0.0``) and protocol (``TCP``)."""
-    sidecars = [c for c in pod.spec.init_containers if c.restart_policy == "Always"]
-    return tuple(
-        (p.host_ip or DEFAULT_BIND_ALL_HOST_IP, p.protocol or "TCP", p.host_port)
-        for c in (*sidecars, *pod.spec.containers)
-        for p in c.ports
-        if p.host_port > 0
-    )
 
 
 def fits_ports(wanted: tuple[HostPort, ...], node: NodeInfo) -> bool:
@@ -83,7 +68,7 @@ class NodePorts(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
     def pre_filter(
         self, state: CycleState, pod: Pod, nodes: Nodes
     ) -> tuple[PreFilterResult | None, Status | None]:
-        ports = pod_host_ports(pod)
+        ports = host_ports(pod)
         if not ports:
             return None, Status(Code.SKIP)
         state.write(PRE_FILTER_STATE_KEY, _PreFilterState(ports))
@@ -135,7 +120,7 @@ class NodePorts(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
             return QueueingHint.SKIP
         if not deleted.spec.node_name and not deleted.status.nominated_node_name:
             return QueueingHint.SKIP
-        used = set(pod_host_ports(deleted))
-        if not used or not ports_conflict(used, pod_host_ports(pod)):
+        used = set(host_ports(deleted))
+        if not used or not ports_conflict(used, host_ports(pod)):
             return QueueingHint.SKIP
         return QueueingHint.QUEUE

@@ -22,8 +22,9 @@ from kubesched.framework import (
     QueueingHint,
     Snapshot,
     Status,
+    host_ports,
 )
-from kubesched.plugins.node_ports import NodePorts, pod_host_ports
+from kubesched.plugins.node_ports import NodePorts
 
 PLUGIN = NodePorts(cast(Handle, None))
 CONFLICT = Status(Code.UNSCHEDULABLE, "node(s) didn't have free ports for the requested pod ports")
@@ -166,7 +167,7 @@ def test_filter(pod: Pod, existing: list[Pod], want: Status | None) -> None:
     nodes = Nodes(s, s.present_slots())
     state = CycleState()
     _, pf = PLUGIN.pre_filter(state, pod, nodes)
-    if not pod_host_ports(pod):
+    if not host_ports(pod):
         assert pf == Status(Code.SKIP)
         return
     assert pf is None
@@ -201,7 +202,7 @@ def test_pod_host_ports_defaults() -> None:
             ]
         },
     )
-    assert pod_host_ports(p) == (("0.0.0.0", "TCP", 80),)
+    assert host_ports(p) == (("0.0.0.0", "TCP", 80),)
 
 
 PORTS = [
