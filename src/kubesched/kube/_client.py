@@ -54,6 +54,8 @@ _PATCH_CONTENT_TYPES: Final[Mapping[str, str]] = {
     "apply": "application/apply-patch+yaml",
 }
 
+_IDEMPOTENT: Final = frozenset({"GET", "HEAD", "OPTIONS"})
+
 _encoder = msgspec.json.Encoder()
 _decoders: dict[Any, msgspec.json.Decoder[Any]] = {}
 
@@ -292,7 +294,23 @@ class APIClient:
         )
         self.requests_total += 1
         try:
-            response = await self._send(self._http, request, stream=False)
+            try:
+                response = await self._send(self._http, request, stream=False)
+            except httpx2.RemoteProtocolError:
+                # The HTTP/2 transport cannot finish a stream once the server has sent GOAWAY
+                # (kube-apiserver does so before answering an unauthenticated request, with
+                # --goaway-chance, and when shutting down). A read is safe to repeat: once
+                # more, on an HTTP/1.1 connection. Anything else may have been applied.
+                if method not in _IDEMPOTENT or self._stream_http is self._http:
+                    raise
+                request = self._stream_http.build_request(
+                    method,
+                    path,
+                    params=_clean_params(params),
+                    headers=headers,
+                    timeout=httpx2.USE_CLIENT_DEFAULT if timeout is None else timeout,
+                )
+                response = await self._send(self._stream_http, request, stream=False)
         except httpx2.TransportError as exc:
             raise APIConnectionError(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
         if response.status_code >= 400:

@@ -1,0 +1,161 @@
+"""APIClient against the real kube-apiserver: auth from the kubeconfig, HTTP/2, error classes."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from kube_e2e import pod_manifest
+
+from kubesched.api import ObjectList, Pod
+from kubesched.cluster import ClusterInfo
+from kubesched.kube import (
+    AlreadyExists,
+    APIClient,
+    APIConnectionError,
+    Conflict,
+    Forbidden,
+    Invalid,
+    NotFound,
+    TemporaryAPIError,
+    Unauthorized,
+    api_path,
+    with_retries,
+)
+
+pytestmark = pytest.mark.e2e
+
+
+async def test_typed_crud_over_http2(kubeconfig: Path, namespace: str) -> None:
+    async with APIClient.from_kubeconfig(kubeconfig) as client:
+        response = await client.http.get("/version")
+        assert response.http_version == "HTTP/2"
+        created = await client.post(
+            api_path("pods", namespace=namespace), pod_manifest("a", namespace), type=Pod
+        )
+        assert created.key == f"{namespace}/a"
+        assert created.metadata.uid
+        got = await client.get(api_path("pods", namespace=namespace, name="a"), type=Pod)
+        assert got.metadata.uid == created.metadata.uid
+        patched = await client.patch(
+            api_path("pods", namespace=namespace, name="a"),
+            {"metadata": {"labels": {"x": "y"}}},
+            type=Pod,
+        )
+        assert patched.metadata.labels == {"x": "y"}
+        listed = await client.list(
+            api_path("pods", namespace=namespace), type=ObjectList[Pod], label_selector="x=y"
+        )
+        assert [p.metadata.name for p in listed.items] == ["a"]
+        await client.delete(
+            api_path("pods", namespace=namespace, name="a"), params={"gracePeriodSeconds": 0}
+        )
+
+
+async def test_error_classes(kubeconfig: Path, namespace: str) -> None:
+    pods = api_path("pods", namespace=namespace)
+    async with APIClient.from_kubeconfig(kubeconfig) as client:
+        with pytest.raises(NotFound) as not_found:
+            await client.get(api_path("pods", namespace=namespace, name="nope"))
+        assert not_found.value.status == 404
+        assert not_found.value.message == 'pods "nope" not found'
+        created = await client.post(pods, pod_manifest("dup", namespace), type=Pod)
+        with pytest.raises(AlreadyExists) as exists:
+            await client.post(pods, pod_manifest("dup", namespace))
+        assert exists.value.reason == "AlreadyExists"
+        # A write carrying a stale resourceVersion.
+        await client.patch(
+            api_path("pods", namespace=namespace, name="dup"), {"metadata": {"labels": {"a": "b"}}}
+        )
+        stale = pod_manifest("dup", namespace)
+        stale["metadata"]["resourceVersion"] = created.metadata.resource_version
+        with pytest.raises(Conflict) as conflict:
+            await client.put(api_path("pods", namespace=namespace, name="dup"), stale)
+        assert not isinstance(conflict.value, AlreadyExists)
+        bad = pod_manifest("Not_A_Valid_Name", namespace)
+        with pytest.raises(Invalid) as invalid:
+            await client.post(pods, bad)
+        assert invalid.value.status == 422
+        assert not invalid.value.retryable
+
+
+async def test_forbidden_for_the_scheduler_identity(control_plane: ClusterInfo) -> None:
+    config = control_plane.client_kubeconfig("system:kube-scheduler")
+    async with APIClient.from_kubeconfig(config) as client:
+        # kube-scheduler may list pods...
+        await client.list("/api/v1/pods", limit=1)
+        # ... but not create namespaces.
+        with pytest.raises(Forbidden) as forbidden:
+            await client.post("/api/v1/namespaces", {"metadata": {"name": "nope"}})
+    assert forbidden.value.status == 403
+    assert not forbidden.value.retryable
+    assert "system:kube-scheduler" in forbidden.value.message
+
+
+async def test_unauthorized_token(control_plane: ClusterInfo, tmp_path: Path) -> None:
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "bad",
+        "contexts": [{"name": "bad", "context": {"cluster": "c", "user": "u"}}],
+        "clusters": [
+            {
+                "name": "c",
+                "cluster": {
+                    "server": control_plane.server,
+                    "certificate-authority": str(control_plane.ca_file),
+                },
+            }
+        ],
+        "users": [{"name": "u", "user": {"token": "not-a-real-token"}}],
+    }
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    async with APIClient.from_kubeconfig(path) as client:
+        with pytest.raises(Unauthorized) as unauthorized:
+            await client.get("/api/v1/namespaces/default")
+    assert unauthorized.value.status == 401
+    assert not unauthorized.value.retryable
+
+
+async def test_connection_refused_is_temporary(control_plane: ClusterInfo, tmp_path: Path) -> None:
+    config = yaml.safe_load(control_plane.kubeconfig.read_text())
+    for entry in config["clusters"]:
+        entry["cluster"]["server"] = "https://127.0.0.1:1"
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    # Relative certificate paths in the copy resolve against the original's directory.
+    for user in config.get("users", []):
+        for key in ("client-certificate", "client-key"):
+            if key in user["user"] and not Path(user["user"][key]).is_absolute():
+                user["user"][key] = str(control_plane.kubeconfig.parent / user["user"][key])
+    for entry in config["clusters"]:
+        ca = entry["cluster"].get("certificate-authority")
+        if ca and not Path(ca).is_absolute():
+            entry["cluster"]["certificate-authority"] = str(control_plane.kubeconfig.parent / ca)
+    path.write_text(yaml.safe_dump(config))
+    attempts = 0
+
+    async with APIClient.from_kubeconfig(path) as client:
+
+        async def call() -> bytes:
+            nonlocal attempts
+            attempts += 1
+            return await client.get("/version")
+
+        with pytest.raises(APIConnectionError) as refused:
+            await with_retries(call, attempts=3, initial_delay=0.01)
+    assert attempts == 3
+    assert isinstance(refused.value, TemporaryAPIError)
+
+
+async def test_qps_and_burst(kubeconfig: Path) -> None:
+    async with APIClient.from_kubeconfig(kubeconfig, qps=20, burst=2) as client:
+        start = time.monotonic()
+        await asyncio.gather(*(client.get("/version") for _ in range(12)))
+        elapsed = time.monotonic() - start
+    # Two at once, then ten at 20 per second.
+    assert elapsed >= 0.45
