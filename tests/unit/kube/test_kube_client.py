@@ -18,6 +18,7 @@ from kubesched.kube import (
     Conflict,
     KubeConfigError,
     NotFound,
+    Unauthorized,
     api_path,
     decoder_for,
 )
@@ -280,3 +281,28 @@ def test_missing_kubeconfig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     path.write_text(KUBECONFIG)
     with pytest.raises(KubeConfigError, match="nope"):
         APIClient.from_kubeconfig(path, context="nope")
+
+
+async def test_get_is_repeated_over_http1_after_goaway() -> None:
+    def http2(request: httpx2.Request) -> httpx2.Response:
+        raise httpx2.RemoteProtocolError("<ConnectionTerminated error_code:0, last_stream_id:1>")
+
+    def http1(request: httpx2.Request) -> httpx2.Response:
+        if request.method == "GET":
+            return error_response(401, "Unauthorized", "Unauthorized")
+        return json_response(201, {})
+
+    client = APIClient(
+        httpx2.AsyncClient(transport=httpx2.MockTransport(http2), base_url="https://a.test"),
+        stream_http=httpx2.AsyncClient(
+            transport=httpx2.MockTransport(http1), base_url="https://a.test"
+        ),
+        qps=0,
+    )
+    async with client:
+        # A read is repeated on the other connection and gets the real answer...
+        with pytest.raises(Unauthorized):
+            await client.get("/api/v1/pods")
+        # ... a write is not: it may have been applied.
+        with pytest.raises(APIConnectionError, match="ConnectionTerminated"):
+            await client.post("/api/v1/namespaces/a/pods/p/binding", {})

@@ -336,3 +336,31 @@ async def test_watch_that_ends_at_once_backs_off() -> None:
     await eventually(lambda: len(api.watch_requests()) >= 4)
     await reflector.stop()
     assert backoff.calls >= 3
+
+
+async def test_expired_continue_token_lists_in_one_request() -> None:
+    api = FakeAPI(objects=[pod(f"p{i}", str(i)) for i in range(5)], list_rv="20")
+    handler = Recorder()
+    reflector = _reflector(api, handler, page_size=2)
+    original = api.__call__
+
+    async def expire_second_page(request: Any) -> Any:
+        if request.url.params.get("continue") == "2" and "expired" not in api.__dict__:
+            api.__dict__["expired"] = True
+            api.requests.append(request)
+            return error_response(410, "Expired", "The provided continue parameter is too old")
+        return await original(request)
+
+    reflector._client = make_client(expire_second_page)
+    reflector.start()
+    async with asyncio.timeout(2):
+        await reflector.wait_synced()
+    await reflector.stop()
+    assert sorted(p.key for p in reflector.list()) == [f"ns/p{i}" for i in range(5)]
+    lists = api.lists()
+    # First page, the expired continuation, then everything at once at the same version.
+    assert [dict(r.url.params) for r in lists] == [
+        {"limit": "2", "resourceVersion": "0"},
+        {"limit": "2", "continue": "2"},
+        {"resourceVersion": "0"},
+    ]
