@@ -100,14 +100,20 @@ async def test_bookmark_advances_resource_version(kubeconfig: Path, namespace: s
             async with asyncio.timeout(10):
                 await reflector.wait_synced()
             listed_rv = int(reflector.resource_version)
-            # A write the watch does not match: only a bookmark can carry its version.
-            unrelated = await client.post(pods, pod_manifest("unrelated", namespace), type=Pod)
-            written_rv = int(unrelated.metadata.resource_version)
-            assert written_rv > listed_rv
-            await eventually(lambda: int(reflector.resource_version) >= written_rv, within=15)
+            # Writes the watch does not match: only a bookmark can carry their versions. (A
+            # bookmark only reports progress made after the watch started, so keep writing.)
+            written: list[int] = []
+            async with asyncio.timeout(20):
+                while not reflector.bookmarks or int(reflector.resource_version) <= listed_rv:
+                    unrelated = await client.post(
+                        pods, pod_manifest(f"unrelated-{len(written)}", namespace), type=Pod
+                    )
+                    written.append(int(unrelated.metadata.resource_version))
+                    await asyncio.sleep(0.5)
         finally:
             await reflector.stop()
-    assert reflector.bookmarks >= 1
+    assert min(written) > listed_rv
+    assert listed_rv < int(reflector.resource_version) <= max(written)
     assert handler.calls == []
     assert reflector.relists == 0
 
