@@ -306,3 +306,46 @@ async def test_get_is_repeated_over_http1_after_goaway() -> None:
         # ... a write is not: it may have been applied.
         with pytest.raises(APIConnectionError, match="ConnectionTerminated"):
             await client.post("/api/v1/namespaces/a/pods/p/binding", {})
+
+
+def _self_signed_ca(path: Path) -> None:
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test-ca")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(1)
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+
+
+async def test_in_cluster_service_account(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import kubesched.kube._client as client_module
+
+    (tmp_path / "token").write_text("sa-token")
+    (tmp_path / "namespace").write_text("kube-system")
+    _self_signed_ca(tmp_path / "ca.crt")
+    monkeypatch.setattr(client_module, "SERVICE_ACCOUNT_DIR", str(tmp_path))
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    async with APIClient.from_kubeconfig() as client:
+        assert client.base_url.startswith("https://10.96.0.1")
+        assert client.namespace == "kube-system"
+        request = client.http.build_request("GET", "/version")
+        flow = client.http.auth.sync_auth_flow(request)  # type: ignore[union-attr]
+        assert next(flow).headers["authorization"] == "Bearer sa-token"
