@@ -37,6 +37,7 @@ from kubesched.framework._interface import (
     node_for,
 )
 from kubesched.framework._node_info import HostPort, NodeInfo, PodInfo, host_ports, ports_conflict
+from kubesched.framework._pods import PodGroup, PodTable
 from kubesched.framework._profile import build_frameworks, plugin_args_types
 from kubesched.framework._registry import ENTRY_POINT_GROUP, Registry, RegistryError
 from kubesched.framework._runtime import (
@@ -53,7 +54,7 @@ from kubesched.framework._runtime import (
     ScheduleResult,
     ScoreError,
 )
-from kubesched.framework._snapshot import Snapshot
+from kubesched.framework._snapshot import WORKLOAD_KINDS, Snapshot
 from kubesched.framework._status import Code, Status, is_success
 from kubesched.framework._table import BoolArray, IdArray, IntArray, InternedColumn, NodeTable
 
@@ -62,6 +63,7 @@ __all__ = [
     "EXTENSION_POINTS",
     "MAX_NODE_SCORE",
     "MIN_NODE_SCORE",
+    "WORKLOAD_KINDS",
     "APIClient",
     "ActionType",
     "BindPlugin",
@@ -91,7 +93,9 @@ __all__ = [
     "Nodes",
     "PermitPlugin",
     "Plugin",
+    "PodGroup",
     "PodInfo",
+    "PodTable",
     "PostBindPlugin",
     "PostFilterPlugin",
     "PreBindPlugin",

@@ -4,17 +4,26 @@ kube-scheduler copies its cache into a snapshot at the start of each cycle becau
 goroutines keep changing the cache. Here the scheduling cycle runs without yielding the event
 loop, so no event can land mid-cycle and the live structure serves as the snapshot: the cache
 mutates it between cycles through the methods below, which keep rows and NodeInfos in step.
+
+Besides nodes and pods, a snapshot holds the few other objects plugins read, as the front end
+feeds them: Namespace labels (inter-pod affinity's ``namespaceSelector``) and the selectors of the
+Services, ReplicationControllers, ReplicaSets and StatefulSets (PodTopologySpread's default
+constraints). A front end that does not feed them leaves those features inert.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 
-from kubesched.api import Node, node_allocatable
+from kubesched.api import LabelSelector, Node, node_allocatable
 from kubesched.framework._node_info import NodeInfo, PodInfo
+from kubesched.framework._pods import PodTable
 from kubesched.framework._table import IntArray, NodeTable
+
+#: The kinds :meth:`Snapshot.set_workload_selector` takes.
+WORKLOAD_KINDS = ("Service", "ReplicationController", "ReplicaSet", "StatefulSet")
 
 
 class Snapshot:
@@ -22,6 +31,12 @@ class Snapshot:
 
     def __init__(self) -> None:
         self.table = NodeTable()
+        #: The pods counted on nodes, as rows (see :class:`PodTable`).
+        self.pods = PodTable()
+        self._namespaces: dict[str, Mapping[str, str]] = {}
+        self._workloads: dict[str, dict[str, dict[str, LabelSelector]]] = {
+            k: {} for k in WORKLOAD_KINDS
+        }
         self._infos: dict[str, NodeInfo] = {}
         self._by_slot: list[NodeInfo | None] = []
         self._free: list[int] = []
@@ -151,6 +166,7 @@ class Snapshot:
         info = self._info_for(node_name)
         info.add_pod(pod)
         self._pod_node[pod.uid] = node_name
+        self.pods.add(pod.uid, pod.pod, info.slot)
         self._sync_pods_row(info)
         self.generation += 1
 
@@ -160,6 +176,7 @@ class Snapshot:
             return None
         info = self._infos[node_name]
         removed = info.remove_pod(uid)
+        self.pods.remove(uid)
         self._sync_pods_row(info)
         self._release_if_empty(info)
         self.generation += 1
@@ -171,3 +188,40 @@ class Snapshot:
         t.non_zero_requested[slot, 0] = info.non_zero_cpu
         t.non_zero_requested[slot, 1] = info.non_zero_memory
         t.has_host_ports[slot] = bool(info.used_ports)
+
+    # -- namespaces and workload selectors (fed by the front end) -------------------------------
+
+    def set_namespace(self, name: str, labels: Mapping[str, str]) -> None:
+        """Add or update a Namespace's labels."""
+        self._namespaces[name] = dict(labels)
+
+    def remove_namespace(self, name: str) -> None:
+        self._namespaces.pop(name, None)
+
+    def namespace_labels(self, name: str) -> Mapping[str, str] | None:
+        """The labels of Namespace ``name``, or ``None`` if the snapshot does not know it."""
+        return self._namespaces.get(name)
+
+    def namespaces(self) -> Mapping[str, Mapping[str, str]]:
+        """Every known Namespace: name -> labels."""
+        return self._namespaces
+
+    def set_workload_selector(
+        self, kind: str, namespace: str, name: str, selector: LabelSelector
+    ) -> None:
+        """Record the pod selector of a Service, ReplicationController, ReplicaSet or
+        StatefulSet (``kind``). For Services and ReplicationControllers, whose
+        ``spec.selector`` is a map, pass it as ``LabelSelector(match_labels=...)``; a Service
+        without a selector selects no pod and must not be recorded."""
+        self._workloads[kind].setdefault(namespace, {})[name] = selector
+
+    def remove_workload_selector(self, kind: str, namespace: str, name: str) -> None:
+        by_name = self._workloads[kind].get(namespace)
+        if by_name is not None:
+            by_name.pop(name, None)
+            if not by_name:
+                del self._workloads[kind][namespace]
+
+    def workload_selectors(self, kind: str, namespace: str) -> Mapping[str, LabelSelector]:
+        """The recorded selectors of ``kind`` objects in ``namespace``: name -> selector."""
+        return self._workloads[kind].get(namespace, {})
