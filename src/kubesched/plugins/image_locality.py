@@ -131,8 +131,15 @@ class ImageLocality(ScorePlugin):
         if num_containers == 0:
             return np.zeros(n, dtype=np.int64), None
         max_threshold = MAX_CONTAINER_THRESHOLD * num_containers
-        sums = np.clip(np.take(acc, nodes.slots), MIN_THRESHOLD, max_threshold)
-        return MAX_NODE_SCORE * (sums - MIN_THRESHOLD) // (max_threshold - MIN_THRESHOLD), None
+        sums = np.take(acc, nodes.slots).astype(np.float64)
+        np.clip(sums, MIN_THRESHOLD, max_threshold, out=sums)
+        # Integers below 2**53 with a quotient of at most 100: the floored float quotient is
+        # the integer one.
+        sums -= MIN_THRESHOLD
+        sums *= MAX_NODE_SCORE
+        sums /= max_threshold - MIN_THRESHOLD
+        np.floor(sums, out=sums)
+        return sums.astype(np.int64), None
 
     def _holder_arrays(
         self, table: NodeTable, image: str, holders: dict[int, int]

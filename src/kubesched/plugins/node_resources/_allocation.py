@@ -29,10 +29,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from kubesched.api import CPU, EPHEMERAL_STORAGE, MEMORY, Pod, is_scalar_resource_name, pod_requests
-from kubesched.config import MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO
-from kubesched.framework import IntArray, NodeInfo, NodeTable
+from kubesched.config import LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO
+from kubesched.framework import BoolArray, IntArray, NodeInfo, NodeTable
+
+FloatArray = npt.NDArray[np.float64]
 
 #: kube-scheduler's ``framework.MaxNodeScore``.
 MAX_NODE_SCORE = 100
@@ -111,16 +114,21 @@ def node_lists(
 
 @dataclass(slots=True)
 class ResourceMatrix:
-    """Per-node values of the resources that can count, one row per resource.
+    """Per-node values of the resources that can count, for the nodes of one call.
 
-    ``allocatable[i, j]`` and ``requested[i, j]`` are for resource ``rows[i]`` (an index into the
-    configured resources) on node ``j``; ``requested`` includes the pod. Resources that count on no
-    node are absent. A node where ``allocatable`` is 0 leaves that row out of its score.
+    Row ``k`` is configured resource ``rows[k]``: ``allocatable[k, j]`` and ``used[k, j]`` (what
+    node ``j``'s pods request, without this pod) for the call's ``j``-th slot, and ``pod[k]`` the
+    pod's request. Resources that count on no node have no row. On a node where ``allocatable``
+    is 0 the resource is left out of the score.
+
+    Rows are stacked so that each numpy operation covers every resource at once: at a few
+    thousand nodes the cost of a numpy call is as much its fixed overhead as its work.
     """
 
     rows: list[int]
     allocatable: IntArray
-    requested: IntArray
+    used: IntArray
+    pod: IntArray
 
 
 def resource_matrix(
@@ -131,30 +139,41 @@ def resource_matrix(
     use_requested: bool,
 ) -> ResourceMatrix:
     """:func:`allocatable_requested` for every node of ``slots`` at once."""
-    plan: list[tuple[int, int, IntArray, int]] = []
+    # (configured index, allocatable column, source of "used", its column)
+    plan: list[tuple[int, int, bool, int]] = []
     for i, r in enumerate(resources):
-        pod_request = pod_requests_list[i]
         name = r.name
         if name in (CPU, MEMORY):
-            alloc_col = table.resource_index[name]
+            col = table.resource_index[name]
             if use_requested:
-                plan.append((i, alloc_col, table.requested[:, alloc_col], pod_request))
+                plan.append((i, col, False, col))
             else:
-                nz = 0 if name == CPU else 1
-                plan.append((i, alloc_col, table.non_zero_requested[:, nz], pod_request))
-        elif name == EPHEMERAL_STORAGE or (is_scalar_resource_name(name) and pod_request != 0):
-            col = table.resource_index.get(name)
-            if col is not None:
-                plan.append((i, col, table.requested[:, col], pod_request))
+                plan.append((i, col, True, 0 if name == CPU else 1))
+        elif name == EPHEMERAL_STORAGE or (
+            is_scalar_resource_name(name) and pod_requests_list[i] != 0
+        ):
+            col_or_none = table.resource_index.get(name)
+            if col_or_none is not None:
+                plan.append((i, col_or_none, False, col_or_none))
     n = len(slots)
     alloc = np.empty((len(plan), n), dtype=np.int64)
-    req = np.empty((len(plan), n), dtype=np.int64)
-    for k, (_, col, used, _) in enumerate(plan):
-        np.take(table.allocatable[:, col], slots, out=alloc[k])
-        np.take(used, slots, out=req[k])
+    used = np.empty((len(plan), n), dtype=np.int64)
     if plan:
-        req += np.array([p[3] for p in plan], dtype=np.int64)[:, None]
-    return ResourceMatrix([p[0] for p in plan], alloc, req)
+        # Gathering a node's whole row is one contiguous copy; columns are then cheap views.
+        alloc_rows = table.allocatable.take(slots, axis=0)
+        requested_rows = non_zero_rows = None
+        for k, (_, col, non_zero, used_col) in enumerate(plan):
+            alloc[k] = alloc_rows[:, col]
+            if non_zero:
+                if non_zero_rows is None:
+                    non_zero_rows = table.non_zero_requested.take(slots, axis=0)
+                used[k] = non_zero_rows[:, used_col]
+            else:
+                if requested_rows is None:
+                    requested_rows = table.requested.take(slots, axis=0)
+                used[k] = requested_rows[:, used_col]
+    pod = np.array([pod_requests_list[p[0]] for p in plan], dtype=np.int64)
+    return ResourceMatrix([p[0] for p in plan], alloc, used, pod)
 
 
 # --- scoring functions, one node at a time (the reference the vectorized forms must equal) -----
@@ -256,55 +275,97 @@ def strategy_scores(
     ``weights`` are those of all configured resources (``m.rows`` index into them); ``lut`` is
     :func:`shape_lut` of the shape, for ``RequestedToCapacityRatio``.
     """
-    if not m.rows:
+    if not m.rows or n == 0:
         return np.zeros(n, dtype=np.int64)
-    a, q = m.allocatable, m.requested
-    w = np.array([weights[i] for i in m.rows], dtype=np.int64)[:, None]
-    valid = a > 0
-    result: IntArray
-    if int(a.max()) < FLOAT_EXACT_LIMIT:
-        # Every quotient below is of non-negative integers held exactly in float64, at most 100,
-        # with a divisor under 2**46: flooring the float quotient is the integer quotient.
-        af = a.astype(np.float64)
-        qf = q.astype(np.float64)
-        den = np.maximum(af, 1.0)
-        if strategy == REQUESTED_TO_CAPACITY_RATIO:
-            assert lut is not None
-            p = np.where(qf > af, 100.0, np.floor(np.minimum(qf, af) * MAX_NODE_SCORE / den))
-            raw = lut[p.astype(np.int64)]
-            counted = valid & (raw > 0)
-            node_score = (raw * w * counted).sum(axis=0).astype(np.float64)
-            weight_sum = (w * counted).sum(axis=0).astype(np.float64)
-            # math.Round(ns / ws) for non-negative values: floor((2 ns + ws) / (2 ws)).
-            out = np.floor((2.0 * node_score + weight_sum) / np.maximum(2.0 * weight_sum, 1.0))
-            result = out.astype(np.int64)
-            return result
-        if strategy == MOST_ALLOCATED:
-            per = np.floor(np.minimum(qf, af) * MAX_NODE_SCORE / den)
-        else:
-            per = np.floor(np.maximum(af - qf, 0.0) * MAX_NODE_SCORE / den)
-        node_score_f = (per * w).sum(axis=0)
-        weight_sum_f = (w * valid).sum(axis=0).astype(np.float64)
-        result = np.floor(node_score_f / np.maximum(weight_sum_f, 1.0)).astype(np.int64)
-        return result
-    # Exact int64 arithmetic for very large allocatable values.
-    den_i = np.maximum(a, 1)
+    a = m.allocatable.astype(np.float64)
+    if a.max() >= FLOAT_EXACT_LIMIT:
+        return _strategy_scores_int(m, n, weights, strategy, lut)
+    # Every quotient below is of non-negative integers held exactly in float64, at most 100,
+    # with a divisor under 2**46: flooring the float quotient is the integer quotient.
+    w = [weights[i] for i in m.rows]
+    x = m.used.astype(np.float64)
+    if m.pod.any():
+        x += m.pod[:, None]
+    all_valid = bool(a.min() > 0)
+    if strategy == MOST_ALLOCATED:
+        np.minimum(x, a, out=x)
+    elif strategy == LEAST_ALLOCATED:
+        np.subtract(a, x, out=x)
+        np.maximum(x, 0.0, out=x)
+    x *= MAX_NODE_SCORE
+    x /= a if all_valid else np.maximum(a, 1.0)
+    np.floor(x, out=x)
     if strategy == REQUESTED_TO_CAPACITY_RATIO:
         assert lut is not None
-        p_i = np.where(q > a, 100, np.minimum(q, a) * MAX_NODE_SCORE // den_i)
-        raw = lut[p_i]
-        counted = valid & (raw > 0)
-        node_score_i = (raw * w * counted).sum(axis=0)
-        weight_sum_i = (w * counted).sum(axis=0)
-        result = (2 * node_score_i + weight_sum_i) // np.maximum(2 * weight_sum_i, 1)
+        # Utilization R * 100 // A, and 100 when R > A: the clamped floor is both.
+        np.minimum(x, float(MAX_NODE_SCORE), out=x)
+        x = lut.astype(np.float64)[x.astype(np.intp)]
+        if not all_valid:
+            x[a == 0] = 0.0
+        # Resources scoring 0 count in neither sum.
+        counted = _weighted_rows(x > 0, w)
+        node_score = _weighted_rows(x, w)
+        # math.Round(ns / ws) for non-negative values: floor((2 ns + ws) / (2 ws)).
+        node_score *= 2.0
+        node_score += counted
+        counted *= 2.0
+        np.maximum(counted, 1.0, out=counted)
+        node_score /= counted
+    else:
+        node_score = _weighted_rows(x, w)
+        if all_valid:
+            node_score /= float(sum(w))
+        else:
+            weight_sum = _weighted_rows(a > 0, w)
+            np.maximum(weight_sum, 1.0, out=weight_sum)
+            node_score /= weight_sum
+    np.floor(node_score, out=node_score)
+    result: IntArray = node_score.astype(np.int64)
+    return result
+
+
+def _weighted_rows(x: FloatArray | BoolArray, w: Sequence[int]) -> FloatArray:
+    """``sum(w[k] * x[k])`` over the rows, as float64."""
+    out: FloatArray
+    if any(v != 1 for v in w):
+        out = np.asarray(np.array(w, dtype=np.float64) @ x, dtype=np.float64)
+    elif len(w) == 1:
+        out = x[0].astype(np.float64)
+    elif len(w) == 2:
+        out = np.add(x[0], x[1], dtype=np.float64)
+    else:
+        out = x.sum(axis=0, dtype=np.float64)
+    return out
+
+
+def _strategy_scores_int(
+    m: ResourceMatrix,
+    n: int,
+    weights: Sequence[int],
+    strategy: str,
+    lut: IntArray | None,
+) -> IntArray:
+    """:func:`strategy_scores` in exact int64 arithmetic, for allocatable values too large for
+    the float64 path (70 TB of memory on one node)."""
+    a = m.allocatable
+    q = m.used + m.pod[:, None]
+    w = np.array([weights[i] for i in m.rows], dtype=np.int64)[:, None]
+    den = np.maximum(a, 1)
+    valid = a > 0
+    if strategy == REQUESTED_TO_CAPACITY_RATIO:
+        assert lut is not None
+        p = np.where(q > a, 100, np.minimum(q, a) * MAX_NODE_SCORE // den)
+        raw = np.where(valid, lut[p], 0)
+        node_score = (raw * w).sum(axis=0)
+        weight_sum = ((raw > 0) * w).sum(axis=0)
+        result: IntArray = (2 * node_score + weight_sum) // np.maximum(2 * weight_sum, 1)
         return result
     if strategy == MOST_ALLOCATED:
-        per_i = np.minimum(q, a) * MAX_NODE_SCORE // den_i
+        per = np.minimum(q, a) * MAX_NODE_SCORE // den
     else:
-        per_i = np.maximum(a - q, 0) * MAX_NODE_SCORE // den_i
-    weight_sum_i = (w * valid).sum(axis=0)
-    result = (per_i * w).sum(axis=0) // np.maximum(weight_sum_i, 1)
-    return result
+        per = np.maximum(a - q, 0) * MAX_NODE_SCORE // den
+    weight_sum = (valid * w).sum(axis=0)
+    return np.asarray((per * w).sum(axis=0) // np.maximum(weight_sum, 1), dtype=np.int64)
 
 
 def balanced_resource_score(requested: Sequence[int], allocatable: Sequence[int]) -> int:
@@ -337,38 +398,71 @@ def balanced_resource_score(requested: Sequence[int], allocatable: Sequence[int]
 def balanced_scores(m: ResourceMatrix, n: int) -> IntArray:
     """:func:`balanced_resource_score` of every node, bit for bit.
 
-    Each node uses only its rows with allocatable > 0, in order. Adding 0.0 to a float sum is
-    exact, so summing every row with the others zeroed gives the same float as summing the
-    counted rows alone; the two-fraction case picks each node's first and second counted row.
+    Each node uses only its resources with allocatable > 0, in order. Adding 0.0 to a float sum
+    is exact, so summing every resource with the others zeroed gives the same float as summing
+    the counted ones alone; the two-fraction case picks each node's first and second counted one.
     """
-    if not m.rows:
+    r = len(m.rows)
+    if r == 0 or n == 0:
         return np.full(n, MAX_NODE_SCORE, dtype=np.int64)
-    a, q = m.allocatable, m.requested
-    valid = a > 0
+    a = m.allocatable.astype(np.float64)
+    # The requested sum is an int64 in Go, converted to float64 once.
+    f = (m.used + m.pod[:, None]).astype(np.float64)
+    all_valid = bool(a.min() > 0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        frac = np.where(valid, np.minimum(q.astype(np.float64) / a.astype(np.float64), 1.0), 0.0)
+        np.divide(f, a, out=f)
+    np.minimum(f, 1.0, out=f)
+    if all_valid:
+        # Every node counts every resource.
+        if r == 1:
+            return np.full(n, MAX_NODE_SCORE, dtype=np.int64)
+        if r == 2:
+            std = np.subtract(f[0], f[1])
+            std /= 2
+            np.abs(std, out=std)
+            return _balanced_score(std)
+        total = f[0].copy()
+        for k in range(1, r):
+            total += f[k]
+        mean = total / r
+        acc = np.zeros(n)
+        for k in range(r):
+            d = f[k] - mean
+            d *= d
+            acc += d
+        acc /= r
+        return _balanced_score(np.sqrt(acc, out=acc))
+    valid = a > 0
+    f[~valid] = 0.0
     count = np.zeros(n, dtype=np.int64)
     first = np.zeros(n)
     second = np.zeros(n)
     total = np.zeros(n)
-    for i in range(len(m.rows)):
-        v = valid[i]
-        first = np.where(v & (count == 0), frac[i], first)
-        second = np.where(v & (count == 1), frac[i], second)
-        count += v
-        total = total + frac[i]
+    for k in range(r):
+        first = np.where(valid[k] & (count == 0), f[k], first)
+        second = np.where(valid[k] & (count == 1), f[k], second)
+        count += valid[k]
+        total = total + f[k]
     std = np.abs((first - second) / 2)
     many = count > 2
     if many.any():
-        k = np.maximum(count, 1).astype(np.float64)
-        mean = total / k
+        k_nodes = np.maximum(count, 1).astype(np.float64)
+        mean = total / k_nodes
         acc = np.zeros(n)
-        for i in range(len(m.rows)):
-            d = frac[i] - mean
-            acc = acc + np.where(valid[i], d * d, 0.0)
-        std = np.where(many, np.sqrt(acc / k), std)
+        for k in range(r):
+            d = f[k] - mean
+            acc = acc + np.where(valid[k], d * d, 0.0)
+        std = np.where(many, np.sqrt(acc / k_nodes), std)
     std = np.where(count >= 2, std, 0.0)
-    return ((1 - std) * float(MAX_NODE_SCORE)).astype(np.int64)
+    return _balanced_score(std)
+
+
+def _balanced_score(std: FloatArray) -> IntArray:
+    """``int64((1 - std) * MaxNodeScore)``: truncation, the value being non-negative."""
+    out = 1.0 - std
+    out *= float(MAX_NODE_SCORE)
+    result: IntArray = out.astype(np.int64)
+    return result
 
 
 __all__ = [

@@ -68,6 +68,7 @@ from kubesched.config import (
 )
 from kubesched.framework import (
     ActionType,
+    BoolArray,
     ClusterEvent,
     ClusterEventWithHint,
     Code,
@@ -297,30 +298,37 @@ class NodeResourcesFit(
         if isinstance(s, Status):
             return NodeStatuses(np.ones(n, dtype=np.int32), [None, s])
         t = nodes.table
-        slots = nodes.slots
-        alloc = t.allocatable
-        used = t.requested
+        alloc = t.allocatable.take(nodes.slots, axis=0)
+        used = t.requested.take(nodes.slots, axis=0)
         pods_col = t.resource_index[PODS]
-        # pods + 1 > allowed
-        code = (np.take(used[:, pods_col], slots) >= np.take(alloc[:, pods_col], slots)).astype(
-            np.int64
-        )
-        nbits = len(s.checks) + 1
-        unresolvable = np.zeros(n, dtype=np.bool_)
+        # (bit, nodes short of it); bit 0 is "pods on the node + 1 > allocatable pods".
+        short: list[tuple[int, BoolArray]] = []
+        too_many = used[:, pods_col] >= alloc[:, pods_col]
+        if too_many.any():
+            short.append((0, too_many))
+        unresolvable: BoolArray | None = None
         for k, c in enumerate(s.checks, start=1):
             col = t.resource_index.get(c.name)
             if col is None:
                 # No node has ever offered or used it: 0 allocatable everywhere.
-                code |= 1 << k
-                unresolvable[:] = True
+                everywhere = np.ones(n, dtype=np.bool_)
+                short.append((k, everywhere))
+                unresolvable = everywhere
                 continue
-            a = np.take(alloc[:, col], slots)
-            short = a - np.take(used[:, col], slots) < c.amount
-            code |= short.astype(np.int64) << k
-            unresolvable |= a < c.amount
-        if not code.any():
+            a = alloc[:, col]
+            lacking = a - used[:, col] < c.amount
+            if lacking.any():
+                short.append((k, lacking))
+                over = a < c.amount
+                unresolvable = over if unresolvable is None else unresolvable | over
+        if not short:
             return NodeStatuses.passing(n)
-        code |= unresolvable.astype(np.int64) << nbits
+        nbits = len(s.checks) + 1
+        code = np.zeros(n, dtype=np.int64)
+        for k, lacking in short:
+            code |= lacking.astype(np.int64) << k
+        if unresolvable is not None:
+            code |= unresolvable.astype(np.int64) << nbits
         return self._intern(s, code, nbits)
 
     def _intern(self, s: PreFilterState, code: IntArray, nbits: int) -> NodeStatuses:
