@@ -1,1 +1,83 @@
-"""kubesched.simulate."""
+"""The simulator: kube-scheduler's decisions on an in-memory cluster, and why.
+
+Input comes from manifests (:func:`load_inputs`, :class:`InputBuilder`) or a live cluster read
+once (:func:`read_cluster`); :func:`simulate` runs ``kubesched run``'s scheduler over it with an
+in-memory binder, one attempt per pending pod; :func:`render_table` and :func:`render_json` print
+the result. ``kubesched simulate`` is :func:`run`. See docs/simulate.md.
+"""
+
+from kubesched.simulate._command import ProgressLine, SimulateError, example_paths, load, run
+from kubesched.simulate._input import (
+    InputBuilder,
+    InputError,
+    Inputs,
+    Issue,
+    load_inputs,
+    load_text,
+)
+from kubesched.simulate._live import read_cluster
+from kubesched.simulate._objects import (
+    ClusterObjects,
+    Namespace,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    PodDisruptionBudget,
+    PriorityClass,
+    StorageClass,
+)
+from kubesched.simulate._output import (
+    JSON_FORMAT_VERSION,
+    pod_json,
+    render_json,
+    render_table,
+    to_json_document,
+)
+from kubesched.simulate._run import (
+    FILTER_OK,
+    PRE_FILTER_RESULT,
+    REASON_GATED,
+    REASON_NOT_HANDLED,
+    REASON_SCHEDULED,
+    Detail,
+    NodeExplanation,
+    PodResult,
+    SimulationResult,
+    simulate,
+)
+
+__all__ = [
+    "FILTER_OK",
+    "JSON_FORMAT_VERSION",
+    "PRE_FILTER_RESULT",
+    "REASON_GATED",
+    "REASON_NOT_HANDLED",
+    "REASON_SCHEDULED",
+    "ClusterObjects",
+    "Detail",
+    "InputBuilder",
+    "InputError",
+    "Inputs",
+    "Issue",
+    "Namespace",
+    "NodeExplanation",
+    "PersistentVolume",
+    "PersistentVolumeClaim",
+    "PodDisruptionBudget",
+    "PodResult",
+    "PriorityClass",
+    "ProgressLine",
+    "SimulateError",
+    "SimulationResult",
+    "StorageClass",
+    "example_paths",
+    "load",
+    "load_inputs",
+    "load_text",
+    "pod_json",
+    "read_cluster",
+    "render_json",
+    "render_table",
+    "run",
+    "simulate",
+    "to_json_document",
+]

@@ -1,0 +1,242 @@
+"""The cluster objects besides Nodes and Pods that a simulation keeps, typed.
+
+Namespaces and PriorityClasses are used while loading (defaults, priority resolution);
+PersistentVolumes, PersistentVolumeClaims, StorageClasses and PodDisruptionBudgets are only kept,
+for the plugins that will need them (volume binding, preemption). Only the fields those uses read
+are declared; the rest of each object is ignored on decode, as in :mod:`kubesched.api`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import msgspec
+
+from kubesched.api import LabelSelector, NodeSelector, ObjectMeta
+
+
+class _Obj(msgspec.Struct, rename="camel", omit_defaults=True):
+    """camelCase on the wire, defaults left out on encode."""
+
+
+class Namespace(_Obj, kw_only=True):
+    api_version: str = "v1"
+    kind: str = "Namespace"
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+
+
+class PriorityClass(_Obj, kw_only=True):
+    """``scheduling.k8s.io/v1`` PriorityClass: ``value`` and ``globalDefault`` are top-level."""
+
+    api_version: str = "scheduling.k8s.io/v1"
+    kind: str = "PriorityClass"
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    value: int = 0
+    global_default: bool = False
+    preemption_policy: str | None = None
+    description: str = ""
+
+
+class ObjectReference(_Obj):
+    kind: str = ""
+    namespace: str = ""
+    name: str = ""
+    uid: str = ""
+
+
+class VolumeNodeAffinity(_Obj):
+    required: NodeSelector | None = None
+
+
+class PersistentVolumeSpec(_Obj):
+    capacity: dict[str, str] = {}
+    access_modes: list[str] = []
+    storage_class_name: str = ""
+    volume_mode: str | None = None
+    claim_ref: ObjectReference | None = None
+    node_affinity: VolumeNodeAffinity | None = None
+    persistent_volume_reclaim_policy: str = ""
+
+
+class PersistentVolumeStatus(_Obj):
+    phase: str = ""
+
+
+class PersistentVolume(_Obj, kw_only=True):
+    api_version: str = "v1"
+    kind: str = "PersistentVolume"
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: PersistentVolumeSpec = msgspec.field(default_factory=PersistentVolumeSpec)
+    status: PersistentVolumeStatus = msgspec.field(default_factory=PersistentVolumeStatus)
+
+
+class VolumeResourceRequirements(_Obj):
+    requests: dict[str, str] = {}
+    limits: dict[str, str] = {}
+
+
+class PersistentVolumeClaimSpec(_Obj):
+    access_modes: list[str] = []
+    storage_class_name: str | None = None
+    volume_name: str = ""
+    volume_mode: str | None = None
+    selector: LabelSelector | None = None
+    resources: VolumeResourceRequirements = msgspec.field(
+        default_factory=VolumeResourceRequirements
+    )
+
+
+class PersistentVolumeClaimStatus(_Obj):
+    phase: str = ""
+
+
+class PersistentVolumeClaim(_Obj, kw_only=True):
+    api_version: str = "v1"
+    kind: str = "PersistentVolumeClaim"
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: PersistentVolumeClaimSpec = msgspec.field(default_factory=PersistentVolumeClaimSpec)
+    status: PersistentVolumeClaimStatus = msgspec.field(default_factory=PersistentVolumeClaimStatus)
+
+
+class TopologySelectorLabelRequirement(_Obj):
+    key: str
+    values: list[str] = []
+
+
+class TopologySelectorTerm(_Obj):
+    match_label_expressions: list[TopologySelectorLabelRequirement] = []
+
+
+class StorageClass(_Obj, kw_only=True):
+    """``storage.k8s.io/v1`` StorageClass: its fields are top-level."""
+
+    api_version: str = "storage.k8s.io/v1"
+    kind: str = "StorageClass"
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    provisioner: str = ""
+    volume_binding_mode: str | None = None
+    allowed_topologies: list[TopologySelectorTerm] = []
+    reclaim_policy: str | None = None
+
+
+class PodDisruptionBudgetSpec(_Obj):
+    selector: LabelSelector | None = None
+    # int or percentage string, as IntOrString
+    min_available: int | str | None = None
+    max_unavailable: int | str | None = None
+
+
+class PodDisruptionBudgetStatus(_Obj):
+    disruptions_allowed: int = 0
+    current_healthy: int = 0
+    desired_healthy: int = 0
+    expected_pods: int = 0
+
+
+class PodDisruptionBudget(_Obj, kw_only=True):
+    api_version: str = "policy/v1"
+    kind: str = "PodDisruptionBudget"
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: PodDisruptionBudgetSpec = msgspec.field(default_factory=PodDisruptionBudgetSpec)
+    status: PodDisruptionBudgetStatus = msgspec.field(default_factory=PodDisruptionBudgetStatus)
+
+
+#: The PriorityClasses every cluster has (``scheduling.SystemPriorityClasses``).
+SYSTEM_PRIORITY_CLASSES: dict[str, int] = {
+    "system-node-critical": 2000001000,
+    "system-cluster-critical": 2000000000,
+}
+
+
+@dataclass
+class ClusterObjects:
+    """Everything a simulation read besides Nodes and Pods, by name (``namespace/name`` for
+    namespaced kinds)."""
+
+    namespaces: dict[str, Namespace] = field(default_factory=dict)
+    priority_classes: dict[str, PriorityClass] = field(default_factory=dict)
+    persistent_volumes: dict[str, PersistentVolume] = field(default_factory=dict)
+    persistent_volume_claims: dict[str, PersistentVolumeClaim] = field(default_factory=dict)
+    storage_classes: dict[str, StorageClass] = field(default_factory=dict)
+    pod_disruption_budgets: dict[str, PodDisruptionBudget] = field(default_factory=dict)
+
+    def add(self, obj: ClusterObject) -> None:
+        """Keep ``obj`` (a later object of the same kind and name replaces an earlier one)."""
+        meta = obj.metadata
+        if isinstance(obj, Namespace):
+            self.namespaces[meta.name] = obj
+        elif isinstance(obj, PriorityClass):
+            self.priority_classes[meta.name] = obj
+        elif isinstance(obj, PersistentVolume):
+            self.persistent_volumes[meta.name] = obj
+        elif isinstance(obj, PersistentVolumeClaim):
+            self.persistent_volume_claims[f"{meta.namespace}/{meta.name}"] = obj
+        elif isinstance(obj, StorageClass):
+            self.storage_classes[meta.name] = obj
+        else:
+            self.pod_disruption_budgets[f"{meta.namespace}/{meta.name}"] = obj
+
+    def priority_class(self, name: str) -> PriorityClass | None:
+        """A PriorityClass by name, the built-in ``system-*`` ones included."""
+        found = self.priority_classes.get(name)
+        if found is None and name in SYSTEM_PRIORITY_CLASSES:
+            found = PriorityClass(
+                metadata=ObjectMeta(name=name), value=SYSTEM_PRIORITY_CLASSES[name]
+            )
+        return found
+
+    def global_default_priority_class(self) -> PriorityClass | None:
+        """The class with ``globalDefault: true`` (the lowest value if several claim it, as the
+        Priority admission plugin picks)."""
+        defaults = [c for c in self.priority_classes.values() if c.global_default]
+        return min(defaults, key=lambda c: c.value) if defaults else None
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "Namespace": len(self.namespaces),
+            "PriorityClass": len(self.priority_classes),
+            "PersistentVolume": len(self.persistent_volumes),
+            "PersistentVolumeClaim": len(self.persistent_volume_claims),
+            "StorageClass": len(self.storage_classes),
+            "PodDisruptionBudget": len(self.pod_disruption_budgets),
+        }
+
+
+ClusterObject = (
+    Namespace
+    | PriorityClass
+    | PersistentVolume
+    | PersistentVolumeClaim
+    | StorageClass
+    | PodDisruptionBudget
+)
+
+#: kind -> (its API group, its type, whether it is namespaced, its list path).
+KINDS: dict[str, tuple[str, type[ClusterObject], bool, str]] = {
+    "Namespace": ("", Namespace, False, "/api/v1/namespaces"),
+    "PriorityClass": (
+        "scheduling.k8s.io",
+        PriorityClass,
+        False,
+        "/apis/scheduling.k8s.io/v1/priorityclasses",
+    ),
+    "PersistentVolume": ("", PersistentVolume, False, "/api/v1/persistentvolumes"),
+    "PersistentVolumeClaim": (
+        "",
+        PersistentVolumeClaim,
+        True,
+        "/api/v1/persistentvolumeclaims",
+    ),
+    "StorageClass": (
+        "storage.k8s.io",
+        StorageClass,
+        False,
+        "/apis/storage.k8s.io/v1/storageclasses",
+    ),
+    "PodDisruptionBudget": (
+        "policy",
+        PodDisruptionBudget,
+        True,
+        "/apis/policy/v1/poddisruptionbudgets",
+    ),
+}

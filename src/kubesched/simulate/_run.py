@@ -1,0 +1,372 @@
+"""The simulation: ``kubesched run``'s scheduler, fed from memory and binding into memory.
+
+Nothing here re-implements a scheduling cycle. A :class:`~kubesched.scheduler.Scheduler` runs
+with a :class:`~kubesched.scheduler.Cache` and a :class:`~kubesched.scheduler.SchedulingQueue`,
+exactly as ``kubesched run`` builds them; only the two ends differ:
+
+- the informers are replaced by calls to the scheduler's own event handlers (nodes, then the
+  pods already running, then the pending pods, in input order);
+- the frameworks get an in-memory API client whose ``bind`` records the placement and reports
+  the bound pod back to the scheduler, as the pod informer would, which confirms it in the cache.
+  Events and conditions go to a recorder instead of the API server.
+
+Pods are popped from the queue in the profiles' QueueSort order (PrioritySort: higher priority
+first, then input order) and each gets one attempt; its binding cycle finishes before the next
+pod is popped, so each pod sees the ones placed before it. A pod that fails is taken out of the
+queue instead of waiting for a cluster event to retry it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+import msgspec
+
+from kubesched.api import Pod
+from kubesched.config import KubeSchedulerConfiguration
+from kubesched.framework import (
+    ClusterEventWithHint,
+    CycleState,
+    FitError,
+    Framework,
+    Registry,
+    ScheduleResult,
+    Snapshot,
+    Status,
+    build_frameworks,
+)
+from kubesched.scheduler import Cache, Scheduler, SchedulingQueue
+from kubesched.simulate._input import Inputs, Issue
+
+#: What is kept of each attempt: nothing more than the outcome, the feasible nodes too, or the
+#: full per-node explanation.
+Detail = Literal["outcome", "feasible", "explain"]
+
+REASON_SCHEDULED = "Scheduled"
+REASON_GATED = "SchedulingGated"
+REASON_NOT_HANDLED = "NotHandled"
+#: The key of a node that a PreFilter plugin's node list left out (the plugins are named in the
+#: reason).
+PRE_FILTER_RESULT = "PreFilterResult"
+FILTER_OK = "ok"
+
+#: Called after each attempt with (pods attempted, pods to attempt, seconds since the start).
+Progress = Callable[[int, int, float], None]
+
+
+@dataclass
+class NodeExplanation:
+    """Why one node was or was not chosen for one pod."""
+
+    #: Filter plugins run on the node, in order: ``"ok"`` each, until the first rejecting one,
+    #: which carries its reasons. Empty if the pod was rejected before Filter.
+    filter: dict[str, str] = field(default_factory=dict)
+    #: PreFilter plugin (or :data:`PRE_FILTER_RESULT`) -> reason, when the node was ruled out
+    #: before Filter.
+    pre_filter: dict[str, str] = field(default_factory=dict)
+    #: Score plugin -> normalized score times its weight (feasible nodes, when scoring ran).
+    scores: dict[str, int] = field(default_factory=dict)
+    total: int | None = None
+
+    @property
+    def feasible(self) -> bool:
+        return not self.pre_filter and all(v == FILTER_OK for v in self.filter.values())
+
+
+@dataclass
+class PodResult:
+    """What became of one pod."""
+
+    namespace: str
+    name: str
+    uid: str
+    #: The node, or ``None``.
+    node: str | None
+    #: ``Scheduled``, ``Unschedulable``, ``SchedulerError``, ``SchedulingGated``, ``NotHandled``
+    #: or ``Skipped``.
+    reason: str
+    #: The ``Scheduled`` event's note, the ``FailedScheduling`` message, or why the pod was not
+    #: tried.
+    message: str
+    #: The schedulerName the pod asked for.
+    scheduler_name: str
+    #: 1-based position among the attempts, ``None`` if the pod was not tried.
+    attempt: int | None = None
+    #: Feasible nodes, in node order (with detail ``feasible`` or ``explain``).
+    feasible_nodes: list[str] | None = None
+    #: Whether Score ran: kube-scheduler skips it when exactly one node is feasible.
+    scored: bool | None = None
+    #: Per node, with detail ``explain``; nodes the cycle did not evaluate are absent.
+    nodes: dict[str, NodeExplanation] | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass
+class SimulationResult:
+    pods: list[PodResult]
+    num_nodes: int
+    #: Pods already running (``spec.nodeName`` set in the input).
+    num_running: int
+    seconds: float
+    issues: list[Issue] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        """Pods per reason."""
+        out: dict[str, int] = {}
+        for p in self.pods:
+            out[p.reason] = out.get(p.reason, 0) + 1
+        return out
+
+
+class _MemoryClient:
+    """The frameworks' API client: a bind is recorded and the bound pod reported to the
+    scheduler right away, as the pod informer would report the API server's update."""
+
+    def __init__(self) -> None:
+        self.scheduler: Scheduler | None = None
+        self.pods: dict[str, Pod] = {}
+        self.bound: dict[str, str] = {}
+
+    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+        pod = self.pods.get(uid)
+        if pod is None:
+            raise LookupError(f'pods "{name}" not found')
+        if pod.spec.node_name:
+            raise RuntimeError(f"pod {namespace}/{name} is already assigned to node {node!r}")
+        bound = msgspec.structs.replace(pod, spec=msgspec.structs.replace(pod.spec, node_name=node))
+        self.pods[uid] = bound
+        self.bound[uid] = node
+        assert self.scheduler is not None
+        self.scheduler.on_pod_update(pod, bound)
+
+
+@dataclass
+class _Record:
+    reason: str
+    node: str | None
+    message: str
+
+
+class _Recorder:
+    """The scheduler's writer: the last event of each pod, in memory."""
+
+    def __init__(self) -> None:
+        self.records: dict[str, _Record] = {}
+
+    def scheduled(self, pod: Pod, node: str, profile: str) -> None:
+        note = f"Successfully assigned {pod.metadata.namespace}/{pod.metadata.name} to {node}"
+        self.records[pod.metadata.uid] = _Record(REASON_SCHEDULED, node, note)
+
+    def failed(
+        self, pod: Pod, reason: str, message: str, profile: str, nominated_node: str | None
+    ) -> None:
+        self.records[pod.metadata.uid] = _Record(reason, None, message)
+
+
+@dataclass
+class _Evidence:
+    feasible: list[str] | None = None
+    scored: bool | None = None
+    nodes: dict[str, NodeExplanation] | None = None
+
+
+class _Observer:
+    """Keeps, per attempt, what the framework computed (the scheduler's attempt observer)."""
+
+    def __init__(self, detail: Detail) -> None:
+        self.detail = detail
+        self.evidence: dict[str, _Evidence] = {}
+
+    def __call__(
+        self, fwk: Framework, pod: Pod, state: CycleState, outcome: ScheduleResult | FitError
+    ) -> None:
+        if self.detail == "outcome":
+            return
+        names = fwk.snapshot.table.names
+        ev = _Evidence()
+        if isinstance(outcome, ScheduleResult):
+            slots = outcome.feasible_slots.tolist()
+            ev.feasible = [names[s] for s in slots]
+            ev.scored = len(slots) > 1
+        else:
+            ev.feasible = []
+        if self.detail == "explain":
+            ev.nodes = _explain(fwk, state, outcome)
+        self.evidence[pod.metadata.uid] = ev
+
+
+def _explain(
+    fwk: Framework, state: CycleState, outcome: ScheduleResult | FitError
+) -> dict[str, NodeExplanation]:
+    names = fwk.snapshot.table.names
+    filters = [p.name for p in fwk.filter_plugins if p.name not in state.skip_filter_plugins]
+    nodes: dict[str, NodeExplanation] = {}
+    if isinstance(outcome, ScheduleResult):
+        diagnosis = outcome.diagnosis
+        scored = len(outcome.feasible_slots) > 1
+        for i, slot in enumerate(outcome.feasible_slots.tolist()):
+            scores = {p: int(a[i]) for p, a in outcome.plugin_scores.items()} if scored else {}
+            nodes[names[slot]] = NodeExplanation(
+                filter=dict.fromkeys(filters, FILTER_OK),
+                scores=scores,
+                total=int(outcome.totals[i]) if scored else None,
+            )
+    else:
+        diagnosis = outcome.diagnosis
+    for group in diagnosis.groups:
+        status = group.status
+        explanation = _rejected(status, filters, before_filter=bool(diagnosis.pre_filter_msg))
+        for slot in group.slots.tolist():
+            nodes[names[slot]] = explanation
+    return dict(sorted(nodes.items()))
+
+
+def _rejected(status: Status, filters: list[str], *, before_filter: bool) -> NodeExplanation:
+    if before_filter or not status.plugin:
+        return NodeExplanation(pre_filter={status.plugin or PRE_FILTER_RESULT: status.message})
+    run = filters[: filters.index(status.plugin)] if status.plugin in filters else filters
+    return NodeExplanation(filter={**dict.fromkeys(run, FILTER_OK), status.plugin: status.message})
+
+
+def _events(frameworks: Mapping[str, Framework]) -> dict[str, list[ClusterEventWithHint]]:
+    out: dict[str, list[ClusterEventWithHint]] = {}
+    for fwk in frameworks.values():
+        for plugin, events in fwk.events_to_register().items():
+            out.setdefault(plugin, []).extend(events)
+    return out
+
+
+async def simulate(
+    inputs: Inputs,
+    config: KubeSchedulerConfiguration,
+    registry: Registry,
+    *,
+    seed: int | None = None,
+    detail: Detail = "outcome",
+    progress: Progress | None = None,
+) -> SimulationResult:
+    """Schedule ``inputs``' pending pods on its nodes, one attempt each; see the module doc."""
+    start = time.perf_counter()
+    snapshot = Snapshot()
+    client = _MemoryClient()
+    frameworks = build_frameworks(
+        config, registry, snapshot, client=client, rng=random.Random(seed)
+    )
+    first = next(iter(frameworks.values()))
+
+    def pre_enqueue(pod: Pod) -> Status | None:
+        fwk = frameworks.get(pod.spec.scheduler_name)
+        return None if fwk is None else fwk.run_pre_enqueue(pod)
+
+    # A clock that ticks once per reading: pods queued in input order get increasing
+    # timestamps, so PrioritySort's tiebreak is the input order, whatever the real clock does.
+    ticks = itertools.count()
+    queue = SchedulingQueue(
+        less=first.less,
+        pre_enqueue=pre_enqueue,
+        events_to_register=_events(frameworks),
+        clock=lambda: float(next(ticks)),
+    )
+    recorder = _Recorder()
+    observer = _Observer(detail)
+    scheduler = Scheduler(
+        profiles=frameworks,
+        cache=Cache(snapshot),
+        queue=queue,
+        writer=recorder,
+        observer=observer,
+    )
+    client.scheduler = scheduler
+
+    for node in inputs.nodes:
+        scheduler.on_node_add(node)
+    running = inputs.running
+    for pod in running:
+        scheduler.on_pod_add(pod)
+    pending = inputs.pending
+    for pod in pending:
+        client.pods[pod.metadata.uid] = pod
+        scheduler.on_pod_add(pod)
+
+    to_attempt = sum(1 for p in pending if p.spec.scheduler_name in frameworks)
+    attempts: list[tuple[str, str]] = []
+    skipped: dict[str, str] = {}
+    while (qpi := queue.try_pop()) is not None:
+        uid = qpi.pod.metadata.uid
+        outcome = scheduler.schedule_one(qpi)
+        await scheduler.drain()
+        attempts.append((uid, outcome.message))
+        if uid not in client.bound:
+            queue.delete(qpi.pod)  # one attempt: no retry on later events
+            if uid not in recorder.records:
+                skipped[uid] = outcome.message
+        if progress is not None:
+            progress(len(attempts), to_attempt, time.perf_counter() - start)
+
+    by_uid = {p.metadata.uid: p for p in pending}
+    results: list[PodResult] = []
+    for n, (uid, _) in enumerate(attempts, 1):
+        pod = by_uid[uid]
+        record = recorder.records.get(uid)
+        if record is None:
+            record = _Record("Skipped", None, skipped.get(uid, ""))
+        ev = observer.evidence.get(uid, _Evidence())
+        results.append(
+            PodResult(
+                namespace=pod.metadata.namespace,
+                name=pod.metadata.name,
+                uid=uid,
+                node=record.node,
+                reason=record.reason,
+                message=record.message,
+                scheduler_name=pod.spec.scheduler_name,
+                attempt=n,
+                feasible_nodes=ev.feasible,
+                scored=ev.scored,
+                nodes=ev.nodes,
+            )
+        )
+    attempted = {uid for uid, _ in attempts}
+    for pod in pending:
+        uid = pod.metadata.uid
+        if uid in attempted:
+            continue
+        if pod.spec.scheduler_name not in frameworks:
+            reason = REASON_NOT_HANDLED
+            message = (
+                f"no profile has schedulerName {pod.spec.scheduler_name!r}: "
+                "the pod is left to another scheduler"
+            )
+        else:
+            reason = REASON_GATED
+            qpi = queue.get(uid)
+            gate = pre_enqueue(pod)
+            message = gate.message if gate is not None else "not attempted"
+            if qpi is None or not qpi.gated_by:
+                reason = "Skipped"
+        results.append(
+            PodResult(
+                namespace=pod.metadata.namespace,
+                name=pod.metadata.name,
+                uid=uid,
+                node=None,
+                reason=reason,
+                message=message,
+                scheduler_name=pod.spec.scheduler_name,
+            )
+        )
+    return SimulationResult(
+        pods=results,
+        num_nodes=len(inputs.nodes),
+        num_running=len(running),
+        seconds=time.perf_counter() - start,
+        issues=list(inputs.issues),
+    )
