@@ -241,3 +241,85 @@ def demo(timeout: float) -> None:
         f"  kubectl --kubeconfig {info.kubeconfig} get events -n {NAMESPACE}\n"
         f"  kubesched cluster down    # when done"
     )
+
+
+@main.command("simulate")
+@click.option(
+    "-f",
+    "--filename",
+    "files",
+    multiple=True,
+    type=click.Path(exists=True, allow_dash=True),
+    help="Manifests to simulate: a YAML/JSON file (multi-document, List kinds, `kubectl get "
+    "-o yaml` output), a directory of them, or - for stdin. Repeatable. Without -f and "
+    "--from-cluster, a built-in example.",
+)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, exists=True),
+    help="KubeSchedulerConfiguration whose profiles (by schedulerName) schedule the pods. "
+    "Without it, kube-scheduler's default profile.",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+)
+@click.option("--seed", type=int, help="Seed of the random tie-break between equal scores.")
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="Per pod and node: the first plugin that rejected the node, or each plugin's score.",
+)
+@click.option(
+    "--from-cluster",
+    is_flag=True,
+    help="Start from a live cluster's nodes and pods (read-only, list calls only) and simulate "
+    "the -f pods, or the cluster's pending pods without -f.",
+)
+@click.option(
+    "--kubeconfig",
+    type=click.Path(dir_okay=False),
+    help="Cluster to read with --from-cluster (default: $KUBECONFIG, ~/.kube/config).",
+)
+def simulate(
+    files: tuple[str, ...],
+    config_path: str | None,
+    output: str,
+    seed: int | None,
+    explain: bool,
+    from_cluster: bool,
+    kubeconfig: str | None,
+) -> None:
+    """Schedule pods on an in-memory cluster, as `kubesched run` would, and explain why.
+
+    Pods are tried one at a time, once each; a pod placed counts for the pods after it.
+    Exit code 1 if an input object was invalid (and skipped). See docs/simulate.md.
+    """
+    from kubesched import simulate as simulator  # noqa: PLC0415 (keeps --help fast)
+    from kubesched.config import KubeSchedulerConfiguration  # noqa: PLC0415
+    from kubesched.framework import Registry  # noqa: PLC0415
+
+    if kubeconfig and not from_cluster:
+        raise click.UsageError("--kubeconfig is only read with --from-cluster")
+    config, registry = _load_scheduler_config(config_path)
+    assert isinstance(config, KubeSchedulerConfiguration)
+    assert isinstance(registry, Registry)
+    try:
+        code = simulator.run(
+            list(files),
+            config,
+            registry,
+            output=output,
+            seed=seed,
+            explain=explain,
+            from_cluster=from_cluster,
+            kubeconfig=kubeconfig,
+            out=lambda text: click.echo(text, nl=False),
+        )
+    except simulator.SimulateError as err:
+        raise click.ClickException(str(err)) from err
+    raise SystemExit(code)
