@@ -24,7 +24,7 @@ from typing import Any, Final
 import msgspec
 
 from kubesched.kube._client import APIClient, api_path
-from kubesched.kube._errors import APIError, NotFound
+from kubesched.kube._errors import APIError, Conflict, NotFound
 from kubesched.kube._events import format_micro_time
 
 __all__ = ["JITTER_FACTOR", "LeaderElectionRecord", "LeaderElector", "default_identity"]
@@ -370,7 +370,15 @@ class LeaderElector:
         )
         try:
             async with asyncio.timeout(self.renew_deadline):
-                await self._update(record)
+                try:
+                    await self._update(record)
+                except Conflict:
+                    # A renewal cancelled by the shutdown may still have reached the server
+                    # and moved the resourceVersion on: read it again, release if still ours.
+                    lease = self._remember(await self._client.get(self._path))
+                    if lease.spec.holder_identity != self.identity:
+                        return False
+                    await self._update(record)
         except (APIError, TimeoutError) as exc:
             log.warning("lease %s/%s: release failed: %s", self.namespace, self.name, exc)
             return False
