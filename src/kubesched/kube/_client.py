@@ -157,7 +157,9 @@ class APIClient:
 
     Methods take raw paths (``/api/v1/namespaces/ns/pods``, see :func:`api_path`) and return the
     body as bytes, or decoded into ``type`` when one is given. The client is safe to share
-    between tasks: many requests may be in flight at once.
+    between tasks: many requests may be in flight at once. Cancelling a call returns at once,
+    but a request already being sent still completes in the background (its answer dropped),
+    so a cancelled write may have been applied.
     """
 
     def __init__(
@@ -198,11 +200,12 @@ class APIClient:
     ) -> APIClient:
         """A client for the cluster found by :func:`load_kubeconfig`.
 
-        ``http2`` is used when the ``h2`` package is installed and the server offers it (TLS
-        ALPN) for ordinary requests, and HTTP/1.1 for watches; otherwise HTTP/1.1 throughout,
-        with up to ``max_connections`` connections. ``timeout``
-        bounds each phase (connect, read, write, pool wait) of an ordinary request; watches use
-        their own read timeout.
+        With ``http2`` (and the ``h2`` package installed, and the server offering it over TLS
+        ALPN) ordinary requests share one multiplexed HTTP/2 connection, watches use HTTP/1.1
+        connections of their own, and a read that the HTTP/2 connection loses to a GOAWAY is
+        repeated once over HTTP/1.1. Without it, HTTP/1.1 throughout, up to
+        ``max_connections`` connections. ``timeout`` bounds each phase (connect, read, write,
+        pool wait) of an ordinary request; watches set their own read timeout.
         """
         from lightkube.config.client_adapter import ConnectionParams  # noqa: PLC0415
 
