@@ -357,6 +357,15 @@ class Reflector(Generic[T]):
                 delay = backoff.next()
                 log.warning("%s: %s; retrying in %.1fs", self.name, exc, delay)
                 await asyncio.sleep(delay)
+            except msgspec.DecodeError as exc:
+                delay = backoff.next()
+                log.warning("%s: undecodable list (%s); retrying in %.1fs", self.name, exc, delay)
+                await asyncio.sleep(delay)
+            except Exception:
+                # A bug must not end the informer silently: say so, and keep going.
+                delay = backoff.next()
+                log.exception("%s: unexpected error; retrying in %.1fs", self.name, delay)
+                await asyncio.sleep(delay)
 
     # --- list --------------------------------------------------------------------------------
 

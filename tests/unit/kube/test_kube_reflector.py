@@ -7,6 +7,7 @@ import json
 import logging
 from typing import Any
 
+import httpx2
 import msgspec
 import pytest
 from kube_fakes import (
@@ -364,3 +365,16 @@ async def test_expired_continue_token_lists_in_one_request() -> None:
         {"limit": "2", "continue": "2"},
         {"resourceVersion": "0"},
     ]
+
+
+async def test_undecodable_list_is_retried() -> None:
+    api = FakeAPI(objects=[pod("a", "1")], list_rv="10")
+    api.list_errors.append(httpx2.Response(200, content=b"<html>not a list</html>"))
+    handler = Recorder()
+    reflector = _reflector(api, handler)
+    reflector.start()
+    async with asyncio.timeout(2):
+        await reflector.wait_synced()
+    await reflector.stop()
+    assert handler.calls == [("add", "ns/a", "1"), ("synced",)]
+    assert len(api.lists()) == 2
