@@ -211,6 +211,16 @@ class InputBuilder:
         if not self._finished:
             self._finished = True
             self.inputs.pods = [p for p in map(self._with_priority, self.inputs.pods) if p]
+            for pod in self.inputs.pods:
+                node = pod.spec.node_name
+                if node and node not in self._nodes:
+                    where = self._pod_where.get(pod.metadata.uid, _Where("input", None))
+                    self._issue(
+                        where,
+                        "warning",
+                        f"Pod {pod.key} runs on node {node}, which is not in the input: "
+                        "it counts there, but the node is no candidate",
+                    )
         return self.inputs
 
     # -- internals -----------------------------------------------------------------------
