@@ -240,6 +240,13 @@ def test_fractions_over_one_are_capped() -> None:
     assert scores(plugin(snap), pod({"cpu": "1", "memory": "5000"}), snap) == [75]
 
 
+def test_float64_arithmetic_as_go_not_exact_arithmetic() -> None:
+    # cpu 1/2, memory 17/25: exactly (1 - 0.09) * 100 = 91, but in float64 (1 - std) * 100 is
+    # 90.99999999999999, which Go truncates to 90.
+    snap = cluster([make_node("node1", 2000, 25, None)])
+    assert scores(plugin(snap), pod({"cpu": "1", "memory": "17"}), snap) == [90]
+
+
 def test_weights_other_than_one_are_rejected() -> None:
     args = NodeResourcesBalancedAllocationArgs(resources=[ResourceSpec(name="cpu", weight=2)])
     with pytest.raises(ConfigError):

@@ -182,6 +182,10 @@ def test_calculate_priority_thresholds() -> None:
     # (512 - 23) * 100 // (1000 - 23) = 50.05 -> 50
     assert calculate_priority(512 * MB, 1) == 50
     assert calculate_priority(0, 0) == 0
+    # One byte below the sum that scores 50 exactly.
+    half = 23 * MB + 977 * MB // 2
+    assert calculate_priority(half, 1) == 50
+    assert calculate_priority(half - 1, 1) == 49
 
 
 def test_same_image_in_two_containers_counts_twice_ephemeral_not_at_all() -> None:

@@ -1346,6 +1346,29 @@ def test_huge_allocatable_takes_the_exact_integer_path() -> None:
     assert score_all(least, incoming, snap)[0] == (50 + a_mem) // 2
 
 
+def test_huge_allocatable_is_exact_where_float64_is_not() -> None:
+    # 2**54 + 1 of 2**55 bytes requested: (2**54 - 1) * 100 // 2**55 = 49, while float64
+    # rounds 2**54 + 1 to 2**54 and would give 50.
+    snap = cluster([node("a", {"cpu": "4", "memory": 2**55, "pods": 10})])
+    incoming = pod({"memory": str(2**54 + 1)})
+    p = plugin(snap, strategy("LeastAllocated", [("memory", 1)]))
+    assert score_all(p, incoming, snap) == [49]
+
+
+def test_many_requested_resources_intern_through_unique() -> None:
+    names = [f"example.com/r{i}" for i in range(14)]
+    nodes = [
+        node(f"n{j}", {"cpu": "1", "memory": "1Gi", "pods": 10, **dict.fromkeys(names, j % 3)})
+        for j in range(9)
+    ]
+    snap = cluster(nodes)
+    incoming = pod({r: str(1 + i % 2) for i, r in enumerate(names)})
+    got = filter_all(plugin(snap), incoming, snap)
+    assert got[0] == Status(UNRESOLVABLE, *(f"Insufficient {r}" for r in names))
+    assert got[1] == Status(UNRESOLVABLE, *(f"Insufficient {r}" for r in names[1::2]))
+    assert got[2] is None
+
+
 # --- queueing hints ---------------------------------------------------------------------------
 
 
