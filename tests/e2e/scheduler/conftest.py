@@ -1,0 +1,135 @@
+"""Fixtures for the end-to-end tests of ``kubesched run`` on the session's kube-apiserver.
+
+``kubesched`` starts the real command as a subprocess with a given configuration, waits for its
+``/readyz`` and stops it after the test; its log is printed at teardown, which pytest shows
+when the test failed. ``namespace`` and ``make_nodes`` give each test its own pods and nodes and
+delete them afterwards, so tests see only their own nodes.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from sched_e2e import (
+    OWNER,
+    OWNER_LABEL,
+    SchedulerProcess,
+    StartScheduler,
+    create_all,
+    create_node,
+    delete_node,
+    delete_pods,
+    list_nodes,
+    start_scheduler,
+    tail,
+)
+
+from kubesched.cluster import ClusterInfo
+
+if TYPE_CHECKING:
+    from conftest import AdminClient
+
+
+class Runner:
+    """Starts schedulers for one test (or module) and stops them all at the end."""
+
+    def __init__(self, directory: Path, kubeconfig: Path) -> None:
+        self.directory = directory
+        self.kubeconfig = kubeconfig
+        self.started: list[SchedulerProcess] = []
+
+    def __call__(
+        self,
+        config: Mapping[str, Any] | Path,
+        *,
+        kubeconfig: Path | None = None,
+        name: str = "kubesched",
+        identity: str | None = None,
+        wait_ready: bool = True,
+    ) -> SchedulerProcess:
+        proc = start_scheduler(
+            config,
+            self.directory,
+            kubeconfig=kubeconfig or self.kubeconfig,
+            name=name,
+            identity=identity,
+        )
+        self.started.append(proc)
+        if wait_ready:
+            proc.wait_ready()
+        return proc
+
+    def close(self) -> None:
+        for proc in self.started:
+            proc.stop()
+        for proc in self.started:
+            # Captured: pytest shows it for a failed test only.
+            print(f"\n===== {proc.name} (exit {proc.popen.returncode}), {proc.log_path} =====")
+            print(tail(proc.log(), 300))
+
+
+@pytest.fixture
+def kubesched(tmp_path: Path, control_plane: ClusterInfo) -> Iterator[StartScheduler]:
+    """Start ``kubesched run`` (admin kubeconfig unless told otherwise) for this test."""
+    runner = Runner(tmp_path / "kubesched", control_plane.kubeconfig)
+    try:
+        yield runner
+    finally:
+        runner.close()
+
+
+@pytest.fixture
+def profile() -> str:
+    """A profile (schedulerName) of this test's own: other tests' pods are not ours."""
+    return f"e2e-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def namespace(admin_client: AdminClient) -> Iterator[str]:
+    """A namespace of this test's own; its pods are deleted afterwards."""
+    name = f"sched-e2e-{uuid.uuid4().hex[:8]}"
+    admin_client.post("/api/v1/namespaces", {"metadata": {"name": name}}).expect(201)
+    try:
+        yield name
+    finally:
+        delete_pods(admin_client, name)
+        # Without a controller-manager the namespace stays Terminating: harmless and empty.
+        admin_client.delete(f"/api/v1/namespaces/{name}")
+
+
+MakeNodes = Callable[..., list[str]]
+
+
+@pytest.fixture(scope="package", autouse=True)
+def _no_leftover_nodes(admin_client: AdminClient) -> None:
+    """Nodes an interrupted run of these tests left behind would take pods."""
+    for node in list_nodes(admin_client, labelSelector=f"{OWNER_LABEL}={OWNER}"):
+        delete_node(admin_client, node["metadata"]["name"])
+
+
+@pytest.fixture
+def make_nodes(admin_client: AdminClient) -> Iterator[Callable[[list[dict[str, Any]]], None]]:
+    """Create node manifests now; delete them after the test."""
+    created: list[str] = []
+
+    def make(manifests: list[dict[str, Any]]) -> None:
+        created.extend(m["metadata"]["name"] for m in manifests)
+        create_all(admin_client, create_node, manifests)
+
+    try:
+        yield make
+    finally:
+        for name in created:
+            delete_node(admin_client, name)
+
+
+@pytest.fixture
+def only_our_nodes(admin_client: AdminClient) -> None:
+    """Tests that count nodes (``0/N nodes are available``) need a cluster with none yet."""
+    others = [n["metadata"]["name"] for n in list_nodes(admin_client)]
+    if others:
+        pytest.fail(f"the cluster already has nodes this test did not make: {others}")
