@@ -73,16 +73,6 @@ class Runner:
 
 
 @pytest.fixture
-def kubesched(tmp_path: Path, control_plane: ClusterInfo) -> Iterator[StartScheduler]:
-    """Start ``kubesched run`` (admin kubeconfig unless told otherwise) for this test."""
-    runner = Runner(tmp_path / "kubesched", control_plane.kubeconfig)
-    try:
-        yield runner
-    finally:
-        runner.close()
-
-
-@pytest.fixture
 def profile() -> str:
     """A profile (schedulerName) of this test's own: other tests' pods are not ours."""
     return f"e2e-{uuid.uuid4().hex[:8]}"
@@ -125,6 +115,25 @@ def make_nodes(admin_client: AdminClient) -> Iterator[Callable[[list[dict[str, A
     finally:
         for name in created:
             delete_node(admin_client, name)
+
+
+@pytest.fixture
+def kubesched(
+    tmp_path: Path,
+    control_plane: ClusterInfo,
+    namespace: str,
+    make_nodes: Callable[[list[dict[str, Any]]], None],
+) -> Iterator[StartScheduler]:
+    """Start ``kubesched run`` (admin kubeconfig unless told otherwise) for this test.
+
+    It depends on ``namespace`` and ``make_nodes`` so that the schedulers stop before the
+    test's pods and nodes are deleted.
+    """
+    runner = Runner(tmp_path / "kubesched", control_plane.kubeconfig)
+    try:
+        yield runner
+    finally:
+        runner.close()
 
 
 @pytest.fixture
