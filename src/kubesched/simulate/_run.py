@@ -297,13 +297,13 @@ async def simulate(
         scheduler.on_pod_add(pod)
 
     to_attempt = sum(1 for p in pending if p.spec.scheduler_name in frameworks)
-    attempts: list[tuple[str, str]] = []
+    attempts: list[str] = []
     skipped: dict[str, str] = {}
     while (qpi := queue.try_pop()) is not None:
         uid = qpi.pod.metadata.uid
         outcome = scheduler.schedule_one(qpi)
         await scheduler.drain()
-        attempts.append((uid, outcome.message))
+        attempts.append(uid)
         if uid not in client.bound:
             queue.delete(qpi.pod)  # one attempt: no retry on later events
             if uid not in recorder.records:
@@ -313,7 +313,7 @@ async def simulate(
 
     by_uid = {p.metadata.uid: p for p in pending}
     results: list[PodResult] = []
-    for n, (uid, _) in enumerate(attempts, 1):
+    for n, uid in enumerate(attempts, 1):
         pod = by_uid[uid]
         record = recorder.records.get(uid)
         if record is None:
@@ -334,7 +334,7 @@ async def simulate(
                 nodes=ev.nodes,
             )
         )
-    attempted = {uid for uid, _ in attempts}
+    attempted = set(attempts)
     for pod in pending:
         uid = pod.metadata.uid
         if uid in attempted:
