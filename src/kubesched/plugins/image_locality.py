@@ -49,7 +49,7 @@ MAX_CONTAINER_THRESHOLD = 1000 * MB
 MAX_NODE_SCORE = 100
 DEFAULT_IMAGE_TAG = "latest"
 
-_CACHE_SIZE = 256
+_CACHE_SIZE = 64
 
 
 def normalized_image_name(name: str) -> str:
