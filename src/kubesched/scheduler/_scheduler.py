@@ -29,7 +29,7 @@ from kubesched.framework import (
     ScheduleResult,
     Status,
 )
-from kubesched.scheduler._cache import Cache
+from kubesched.scheduler._cache import Cache, CacheError
 from kubesched.scheduler._metrics import SchedulerMetrics
 from kubesched.scheduler._queue import SchedulingQueue
 
@@ -255,9 +255,15 @@ class Scheduler:
             self.queue.done(pod.metadata.uid)
             return
         fwk.run_unreserve(state, pod, host)
-        self.cache.forget_pod(pod.metadata.uid)
-        # The resources the pod held may let others fit.
-        self.queue.assigned_pod_deleted(pod)
+        try:
+            self.cache.forget_pod(pod.metadata.uid)
+        except CacheError as e:
+            # The binding went through after all (its answer was lost, as when kube-apiserver
+            # restarts) and the informer confirmed the pod meanwhile: nothing to undo.
+            log.error("scheduler cache ForgetPod failed: %s", e)
+        else:
+            # The resources the pod held may let others fit.
+            self.queue.assigned_pod_deleted(pod)
         rejected = status.is_rejected()
         if rejected:
             qpi.unschedulable_plugins = {status.plugin} if status.plugin else set()
