@@ -323,3 +323,215 @@ def simulate(
     except simulator.SimulateError as err:
         raise click.ClickException(str(err)) from err
     raise SystemExit(code)
+
+
+@main.group()
+def bench() -> None:
+    """Benchmarks: the scheduling loop in memory, or kubesched and kube-scheduler end to end."""
+
+
+@bench.command("core")
+@click.option("--nodes", default=5000, show_default=True, help="Nodes (4 CPU, 32Gi, 110 pods).")
+@click.option("--pods", default=10000, show_default=True, help="Pods to schedule.")
+@click.option(
+    "--profile",
+    type=click.Choice(["default", "mixed"]),
+    default="default",
+    show_default=True,
+    help="default: SchedulingBasic's nodes and pods; mixed: zones, taints, affinity, sizes.",
+)
+@click.option(
+    "-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True
+)
+@click.option("--seed", default=0, show_default=True, help="Seed of the tie-breaking RNG.")
+def bench_core(nodes: int, pods: int, profile: str, output: str, seed: int) -> None:
+    """Schedule PODS pods onto NODES nodes in memory, through `run`'s scheduling loop.
+
+    Reports decisions per second, per-cycle latency percentiles and peak RSS.
+    """
+    import json  # noqa: PLC0415
+
+    from kubesched.bench import StderrProgress, core_table, run_core  # noqa: PLC0415
+
+    result = run_core(nodes=nodes, pods=pods, profile=profile, seed=seed, progress=StderrProgress())
+    if output == "json":
+        click.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        click.echo(core_table(result))
+
+
+@bench.command("e2e")
+@click.option("--nodes", type=int, help="Nodes (default: the workload's).")
+@click.option("--pods", type=int, help="Measured pods (default: the workload's).")
+@click.option(
+    "--init-pods", type=int, help="Pods scheduled before measuring (default: the workload's)."
+)
+@click.option(
+    "--scheduler",
+    "which",
+    type=click.Choice(["kubesched", "kube-scheduler", "both"]),
+    default="both",
+    show_default=True,
+)
+@click.option(
+    "--workload",
+    type=click.Choice(["basic", "mixed", "small"]),
+    default="basic",
+    show_default=True,
+    help="basic: SchedulingBasic (5000 nodes, 1000 + 10000 pods); mixed: taints, affinity, "
+    "sizes at the same scale; small: mixed at CI size (100 nodes, 100 + 500 pods).",
+)
+@click.option(
+    "-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True
+)
+@click.option("--plot", type=click.Path(dir_okay=False), help="Write throughput over time (PNG).")
+@click.option(
+    "--stall-timeout",
+    default=60.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Give up waiting when no pod got bound for this long.",
+)
+def bench_e2e(
+    nodes: int | None,
+    pods: int | None,
+    init_pods: int | None,
+    which: str,
+    workload: str,
+    output: str,
+    plot: str | None,
+    stall_timeout: float,
+) -> None:
+    """Each scheduler against its own fresh local control plane, measured from the apiserver.
+
+    Progress goes to stderr; the table or JSON to stdout.
+    """
+    import json  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
+
+    from kubesched import cluster as control_plane  # noqa: PLC0415
+    from kubesched.bench import (  # noqa: PLC0415
+        StderrProgress,
+        e2e_table,
+        plot_throughput,
+        run_e2e,
+    )
+    from kubesched.bench import workload as get_workload  # noqa: PLC0415
+
+    schedulers = ["kubesched", "kube-scheduler"] if which == "both" else [which]
+    try:
+        results = run_e2e(
+            schedulers,
+            get_workload(workload),
+            nodes=nodes,
+            init_pods=init_pods,
+            measured_pods=pods,
+            stall_timeout=stall_timeout,
+            progress=StderrProgress(),
+        )
+    except control_plane.ClusterError as err:
+        raise click.ClickException(str(err)) from err
+    if plot:
+        plot_throughput(results, Path(plot))
+    if output == "json":
+        click.echo(json.dumps({"results": [r.to_json() for r in results]}, indent=2))
+    else:
+        click.echo(e2e_table(results))
+
+
+@main.command("extender")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    help="KubeSchedulerConfiguration whose profiles to serve (the first is the default).",
+)
+@click.option(
+    "--agents",
+    metavar="A,B,...",
+    help="Serve agents' profiles instead: safe, congestion, pigeon, network-traffic, "
+    "image-compatibility, annotation-gate.",
+)
+@click.option(
+    "--port",
+    default=8888,
+    show_default=True,
+    envvar="HTTP_PORT",
+    show_envvar=True,
+    help="Port to listen on (0 picks a free one).",
+)
+@click.option("--bind-address", default="0.0.0.0", show_default=True, help="Address to listen on.")
+@click.option("--tls-cert", type=click.Path(dir_okay=False), help="Serve HTTPS with this cert.")
+@click.option("--tls-key", type=click.Path(dir_okay=False), help="The key of --tls-cert.")
+@click.option(
+    "--client-ca",
+    type=click.Path(dir_okay=False),
+    help="Require client certificates signed by this CA (mutual TLS).",
+)
+@click.option(
+    "--kubeconfig",
+    type=click.Path(dir_okay=False),
+    help="Cluster for the node and pod informers and for binding "
+    "(default: $KUBECONFIG, in-cluster, ~/.kube/config).",
+)
+@click.option(
+    "--standalone",
+    is_flag=True,
+    help="No cluster: serve full Nodes bodies only (no informers, no bind).",
+)
+@click.option("--path-prefix", default="", help="Path before the verbs, e.g. /scheduler.")
+@click.option("--filter-verb", default="filter", show_default=True)
+@click.option("--prioritize-verb", default="prioritize", show_default=True)
+@click.option("--preempt-verb", default="preempt", show_default=True)
+@click.option("--bind-verb", default="bind", show_default=True)
+@click.option(
+    "--log-level",
+    envvar="LOG_LEVEL",
+    show_envvar=True,
+    default="INFO",
+    show_default=True,
+    help="TRACE, DEBUG, INFO, WARNING or ERROR.",
+)
+def extender(
+    config_path: str | None,
+    agents: str | None,
+    port: int,
+    bind_address: str,
+    tls_cert: str | None,
+    tls_key: str | None,
+    client_ca: str | None,
+    kubeconfig: str | None,
+    standalone: bool,
+    path_prefix: str,
+    filter_verb: str,
+    prioritize_verb: str,
+    preempt_verb: str,
+    bind_verb: str,
+    log_level: str,
+) -> None:
+    """Serve kube-scheduler's extender protocol (filter, prioritize, preempt, bind) by running
+    a kubesched profile. See docs/extender.md."""
+    from kubesched.extender._command import CommandError, ExtenderCommand  # noqa: PLC0415
+
+    command = ExtenderCommand(
+        config_path=config_path,
+        agents=agents,
+        host=bind_address,
+        port=port,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
+        client_ca=client_ca,
+        kubeconfig=kubeconfig,
+        standalone=standalone,
+        path_prefix=path_prefix,
+        filter_verb=filter_verb,
+        prioritize_verb=prioritize_verb,
+        preempt_verb=preempt_verb,
+        bind_verb=bind_verb,
+        log_level=log_level,
+    )
+    try:
+        code = command.run()
+    except CommandError as err:
+        raise click.ClickException(str(err)) from err
+    raise SystemExit(code)

@@ -1,0 +1,482 @@
+"""``kubesched bench e2e``: a scheduler against a real kube-apiserver, measured from outside.
+
+Each run gets a fresh local control plane started with the apiserver flags kube-scheduler's own
+perf suite relies on (no priority and fairness, large in-flight limits), then:
+
+1. the workload's nodes are created (Ready, with their allocatable);
+2. the scheduler under test starts, as its own process, with the same
+   KubeSchedulerConfiguration for both (client QPS/burst 5000/5000, no leader election);
+3. the init pods are created and awaited (all bound);
+4. the measured pods are created as fast as the API server takes them, from many concurrent
+   requests, and the run waits until every one is bound (or nothing is bound for
+   ``stall_timeout`` seconds);
+5. nodes and pods are listed and checked: overcommitted nodes, constraint violations, pods left
+   unbound, and the spread of allocated CPU.
+
+Timing comes from a watch on the pods (the API server's side): a pod's latency is from its
+ADDED event to the event that shows it bound, throughput is bound pods per second. CPU seconds
+and peak RSS of the scheduler process come from ``/proc``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import yaml
+
+from kubesched.api import Node, ObjectList, Pod
+from kubesched.bench._http import FastClient
+from kubesched.bench._placement import check_placement
+from kubesched.bench._proc import ProcessSample, sample
+from kubesched.bench._progress import Progress, Silent
+from kubesched.bench._stats import Summary, percentile, throughput_series
+from kubesched.bench._workloads import Workload
+
+SCHEDULERS = ("kubesched", "kube-scheduler")
+NAMESPACE = "bench"
+
+#: kube-apiserver flags of the runs: what kube-scheduler's perf suite relies on (priority and
+#: fairness off, so that requests are limited only by the in-flight limits, and those large).
+#: ``Priority`` admission is disabled there too (no PriorityClasses are used here anyway).
+APISERVER_ARGS = (
+    "--enable-priority-and-fairness=false",
+    "--max-requests-inflight=3000",
+    "--max-mutating-requests-inflight=1000",
+    "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition,Priority",
+)
+#: Client rate limits of both schedulers (scheduler_perf's rest config).
+CLIENT_QPS = 5000
+CLIENT_BURST = 5000
+#: Connections the benchmark creates objects on, one request in flight on each.
+CREATE_CONCURRENCY = 64
+THROUGHPUT_INTERVAL = 1.0
+
+
+class BenchError(Exception):
+    """A run could not be set up or carried out."""
+
+
+@dataclass(slots=True)
+class E2EResult:
+    """One scheduler, one fresh control plane."""
+
+    scheduler: str
+    workload: str
+    nodes: int
+    init_pods: int
+    measured_pods: int
+    #: Measured pods bound per second, from the first measured pod's ADDED event to the last
+    #: measured pod's binding.
+    throughput_pods_per_s: float
+    throughput_interval_s: float
+    #: Bound measured pods per window of ``throughput_interval_s``, from the same start.
+    throughput_series: list[float]
+    throughput_window_p50: float | None
+    throughput_window_max: float | None
+    #: ADDED -> bound, measured pods, seconds.
+    latency_p50_s: float | None
+    latency_p90_s: float | None
+    latency_p99_s: float | None
+    latency_max_s: float | None
+    latency_mean_s: float | None
+    #: Scheduler process CPU (user + system) during the measured phase.
+    cpu_s: float
+    cpu_per_pod_ms: float
+    #: Scheduler process CPU from start to the end of the measured phase.
+    cpu_total_s: float
+    peak_rss_bytes: int
+    overcommitted_nodes: int
+    unbound_pods: int
+    constraint_violations: int
+    cpu_fraction_std: float
+    cpu_fraction_mean: float
+    creation_pods_per_s: float
+    measured_duration_s: float
+    apiserver_cpu_s: float
+    bench_client_cpu_s: float
+    kubernetes_version: str
+    errors: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = msgspec.to_builtins(self)
+        return out
+
+
+def scheduler_config() -> dict[str, Any]:
+    """The KubeSchedulerConfiguration both schedulers run with."""
+    return {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"qps": CLIENT_QPS, "burst": CLIENT_BURST},
+        "leaderElection": {"leaderElect": False},
+    }
+
+
+class _PodTimes:
+    """The pod watch: when each pod was first seen, and first seen bound."""
+
+    def __init__(self) -> None:
+        self.added: dict[str, float] = {}
+        self.bound: dict[str, float] = {}
+        self.changed = asyncio.Event()
+
+    def on_add(self, obj: Pod) -> None:
+        now = time.monotonic()
+        name = obj.metadata.name
+        self.added.setdefault(name, now)
+        if obj.spec.node_name and name not in self.bound:
+            self.bound[name] = now
+            self.changed.set()
+
+    def on_update(self, old: Pod, new: Pod) -> None:
+        if new.spec.node_name and new.metadata.name not in self.bound:
+            self.bound[new.metadata.name] = time.monotonic()
+            self.changed.set()
+
+    def on_delete(self, obj: Pod) -> None:
+        pass
+
+    def on_synced(self) -> None:
+        pass
+
+    def bound_among(self, names: Sequence[str]) -> int:
+        return sum(1 for n in names if n in self.bound)
+
+
+async def _wait_bound(
+    times: _PodTimes,
+    names: Sequence[str],
+    *,
+    stall_timeout: float,
+    progress: Progress,
+    label: str,
+    on_tick: Any = None,
+) -> float | None:
+    """Wait until every pod of ``names`` is bound, or nothing got bound for ``stall_timeout``
+    seconds; the time the last of them was bound, if all were."""
+    bar = progress.bar(label, len(names))
+    pending = set(names)
+    last_progress = time.monotonic()
+    try:
+        while pending:
+            times.changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(times.changed.wait(), timeout=0.25)
+            newly = {n for n in pending if n in times.bound}
+            if newly:
+                pending -= newly
+                last_progress = time.monotonic()
+            bar.update(len(names) - len(pending))
+            if on_tick is not None:
+                on_tick()
+            if pending and time.monotonic() - last_progress > stall_timeout:
+                return None
+    finally:
+        bar.close()
+    return max(times.bound[n] for n in names) if names else time.monotonic()
+
+
+@dataclass(slots=True)
+class _Process:
+    pid: int
+    before: ProcessSample | None = None
+    after: ProcessSample | None = None
+
+
+def _cluster_pid(cluster: str, name: str) -> int | None:
+    from kubesched.cluster import status  # noqa: PLC0415
+
+    for found in status():
+        if found.name == cluster:
+            for p in found.processes:
+                if p.name == name:
+                    return p.pid
+    return None
+
+
+def _start_scheduler(
+    which: str, cluster: str, kubeconfig: Path, config_file: Path, progress: Progress
+) -> int:
+    """Start the scheduler under test on ``cluster``; its pid."""
+    from kubesched import cluster as control_plane  # noqa: PLC0415
+
+    if which == "kube-scheduler":
+        info = control_plane.start_kube_scheduler(
+            config_file, cluster=cluster, kubeconfig=kubeconfig, progress=progress.note
+        )
+        return info.pid
+
+    def argv(port: int) -> list[str]:
+        return [
+            sys.executable,
+            "-c",
+            "from kubesched.cli import main; main()",
+            "run",
+            f"--config={config_file}",
+            f"--kubeconfig={kubeconfig}",
+            f"--port={port}",
+            # kube-scheduler's default verbosity logs nothing per pod either.
+            "--log-level=WARNING",
+        ]
+
+    started = control_plane.start_component(
+        "kubesched",
+        argv,
+        cluster=cluster,
+        health_path="/readyz",
+        health_scheme="http",
+        timeout=120.0,
+        progress=progress.note,
+    )
+    return started.pid
+
+
+async def _measure(
+    which: str,
+    shape: Workload,
+    *,
+    cluster: str,
+    nodes: int,
+    init_pods: int,
+    measured_pods: int,
+    stall_timeout: float,
+    progress: Progress,
+) -> E2EResult:
+    from kubesched import cluster as control_plane  # noqa: PLC0415
+    from kubesched.kube import APIClient, Reflector, api_path  # noqa: PLC0415
+
+    info = control_plane.info(cluster)
+    if info is None:
+        raise BenchError(f"cluster {cluster!r} is not running")
+    errors: list[str] = []
+    encoder = msgspec.json.Encoder()
+    creator = FastClient("127.0.0.1", info.apiserver_port, info.ssl_context())
+    client = APIClient.from_kubeconfig(str(info.kubeconfig), qps=0, burst=0, timeout=120.0)
+    watch_client = APIClient.from_kubeconfig(str(info.kubeconfig), qps=0, burst=0)
+    async with client, watch_client:
+        await client.post(
+            "/api/v1/namespaces",
+            encoder.encode(
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+            ),
+        )
+        progress.note(f"[{which}] creating {nodes} nodes")
+        bar = progress.bar(f"[{which}] nodes", nodes)
+        node_bodies = [encoder.encode(shape.make_node(i)) for i in range(nodes)]
+        errors += await creator.create_all(
+            "/api/v1/nodes", node_bodies, connections=CREATE_CONCURRENCY, on_done=bar.update
+        )
+        bar.close()
+
+        times = _PodTimes()
+        pods_path = api_path("pods", namespace=NAMESPACE)
+        watch = Reflector(watch_client, pods_path, Pod, times, name="bench pods")
+        watch.start()
+        await watch.wait_synced()
+
+        config_file = info.state_dir / "bench-scheduler-config.yaml"
+        config_file.write_text(yaml.safe_dump(scheduler_config(), sort_keys=False))
+        kubeconfig = info.client_kubeconfig("system:kube-scheduler")
+        progress.note(f"[{which}] starting the scheduler")
+        pid = _start_scheduler(which, cluster, kubeconfig, config_file, progress)
+        scheduler = _Process(pid)
+        apiserver_pid = _cluster_pid(cluster, "kube-apiserver")
+
+        init_names = [f"init-{i:05d}" for i in range(init_pods)]
+        if init_names:
+            bar = progress.bar(f"[{which}] creating init pods", init_pods)
+            bodies = [
+                encoder.encode(shape.make_pod(i, name, NAMESPACE))
+                for i, name in enumerate(init_names)
+            ]
+            errors += await creator.create_all(
+                pods_path, bodies, connections=CREATE_CONCURRENCY, on_done=bar.update
+            )
+            bar.close()
+            if (
+                await _wait_bound(
+                    times,
+                    init_names,
+                    stall_timeout=stall_timeout,
+                    progress=progress,
+                    label=f"[{which}] init pods bound",
+                )
+                is None
+            ):
+                errors.append(f"init pods: {init_pods - times.bound_among(init_names)} not bound")
+
+        names = [f"pod-{i:05d}" for i in range(measured_pods)]
+        bodies = [
+            encoder.encode(shape.make_pod(init_pods + i, name, NAMESPACE))
+            for i, name in enumerate(names)
+        ]
+        scheduler.before = sample(pid)
+        api_before = sample(apiserver_pid) if apiserver_pid else None
+        client_cpu0 = time.process_time()
+        start = time.monotonic()
+        created_at: list[float] = []
+
+        async def create() -> None:
+            nonlocal errors
+            errors += await creator.create_all(pods_path, bodies, connections=CREATE_CONCURRENCY)
+            created_at.append(time.monotonic())
+
+        creating = asyncio.create_task(create())
+        last = await _wait_bound(
+            times,
+            names,
+            stall_timeout=stall_timeout,
+            progress=progress,
+            label=f"[{which}] measured pods bound",
+        )
+        scheduler.after = sample(pid)
+        api_after = sample(apiserver_pid) if apiserver_pid else None
+        client_cpu = time.process_time() - client_cpu0
+        await creating
+        await watch.stop()
+
+        all_pods = await client.list(pods_path, type=ObjectList[Pod])
+        all_nodes = await client.list("/api/v1/nodes", type=ObjectList[Node])
+
+    placement = check_placement(all_nodes.items, all_pods.items)
+    unbound = sum(1 for p in all_pods.items if not p.spec.node_name)
+    expected = init_pods + measured_pods
+    if len(all_pods.items) < expected:
+        unbound += expected - len(all_pods.items)
+    bound_times = [times.bound[n] for n in names if n in times.bound]
+    first_added = min((times.added[n] for n in names if n in times.added), default=start)
+    end = last if last is not None else max(bound_times, default=first_added)
+    latencies = [
+        times.bound[n] - times.added[n] for n in names if n in times.bound and n in times.added
+    ]
+    series = throughput_series(bound_times, first_added, end, THROUGHPUT_INTERVAL)
+    # The last window is often a fraction of one: leave it out of the window statistics.
+    windows = series[:-1] if len(series) > 1 else series
+    lat = Summary.of(latencies)
+    span = end - first_added
+    cpu = (
+        scheduler.after.cpu_s - scheduler.before.cpu_s
+        if scheduler.after and scheduler.before
+        else 0.0
+    )
+    creation_span = (created_at[0] if created_at else end) - start
+    return E2EResult(
+        scheduler=which,
+        workload=shape.name,
+        nodes=nodes,
+        init_pods=init_pods,
+        measured_pods=measured_pods,
+        throughput_pods_per_s=len(bound_times) / span if span > 0 else 0.0,
+        throughput_interval_s=THROUGHPUT_INTERVAL,
+        throughput_series=series,
+        throughput_window_p50=percentile(windows, 50),
+        throughput_window_max=max(windows) if windows else None,
+        latency_p50_s=lat.p50,
+        latency_p90_s=lat.p90,
+        latency_p99_s=lat.p99,
+        latency_max_s=lat.max,
+        latency_mean_s=lat.mean,
+        cpu_s=cpu,
+        cpu_per_pod_ms=cpu * 1000 / len(bound_times) if bound_times else 0.0,
+        cpu_total_s=scheduler.after.cpu_s if scheduler.after else 0.0,
+        peak_rss_bytes=scheduler.after.peak_rss_bytes if scheduler.after else 0,
+        overcommitted_nodes=len(placement.overcommitted),
+        unbound_pods=unbound,
+        constraint_violations=len(placement.violations),
+        cpu_fraction_std=placement.cpu_fraction_std,
+        cpu_fraction_mean=placement.cpu_fraction_mean,
+        creation_pods_per_s=measured_pods / creation_span if creation_span > 0 else 0.0,
+        measured_duration_s=span,
+        apiserver_cpu_s=(
+            api_after.cpu_s - api_before.cpu_s if api_after is not None and api_before else 0.0
+        ),
+        bench_client_cpu_s=client_cpu,
+        kubernetes_version=info.version,
+        errors=errors[:20] + placement.violations[:20],
+    )
+
+
+def run_one(
+    which: str,
+    shape: Workload,
+    *,
+    nodes: int | None = None,
+    init_pods: int | None = None,
+    measured_pods: int | None = None,
+    stall_timeout: float = 60.0,
+    progress: Progress | None = None,
+    keep_cluster: bool = False,
+) -> E2EResult:
+    """One run of ``which`` on a fresh control plane, torn down afterwards."""
+    from kubesched import cluster as control_plane  # noqa: PLC0415
+
+    if which not in SCHEDULERS:
+        raise ValueError(f"unknown scheduler {which!r}; one of {', '.join(SCHEDULERS)}")
+    progress = progress or Silent()
+    name = f"bench-{which}-{os.getpid()}"
+    progress.note(f"[{which}] starting a control plane ({name})")
+    control_plane.up(name, apiserver_args=APISERVER_ARGS, progress=progress.note)
+    try:
+        return asyncio.run(
+            _measure(
+                which,
+                shape,
+                cluster=name,
+                nodes=shape.nodes if nodes is None else nodes,
+                init_pods=shape.init_pods if init_pods is None else init_pods,
+                measured_pods=shape.measured_pods if measured_pods is None else measured_pods,
+                stall_timeout=stall_timeout,
+                progress=progress,
+            )
+        )
+    finally:
+        if not keep_cluster:
+            progress.note(f"[{which}] stopping {name}")
+            control_plane.down(name)
+
+
+def run_e2e(
+    schedulers: Sequence[str],
+    shape: Workload,
+    *,
+    nodes: int | None = None,
+    init_pods: int | None = None,
+    measured_pods: int | None = None,
+    stall_timeout: float = 60.0,
+    progress: Progress | None = None,
+) -> list[E2EResult]:
+    """:func:`run_one` for each scheduler in turn."""
+    return [
+        run_one(
+            which,
+            shape,
+            nodes=nodes,
+            init_pods=init_pods,
+            measured_pods=measured_pods,
+            stall_timeout=stall_timeout,
+            progress=progress,
+        )
+        for which in schedulers
+    ]
+
+
+__all__ = [
+    "APISERVER_ARGS",
+    "CLIENT_BURST",
+    "CLIENT_QPS",
+    "SCHEDULERS",
+    "BenchError",
+    "E2EResult",
+    "run_e2e",
+    "run_one",
+    "scheduler_config",
+]

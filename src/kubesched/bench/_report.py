@@ -1,0 +1,155 @@
+"""Results as text tables, and the throughput plot."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kubesched.bench._core import CoreResult
+    from kubesched.bench._e2e import E2EResult
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1000:.2f} ms"
+
+
+def _s(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds:.3f} s"
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.1f} MB"
+
+
+def _rows(rows: Sequence[tuple[str, str]]) -> str:
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
+
+
+def core_table(r: CoreResult) -> str:
+    c = r.cycle
+    rows = [
+        ("scheduled", f"{r.scheduled} / {r.pods} ({r.failed_attempts} failed attempts)"),
+        (
+            "throughput",
+            f"{r.pods_per_s:,.0f} pods/s wall clock, {r.pods_per_cpu_s:,.0f} pods per CPU second"
+            f" ({r.elapsed_s:.2f} s wall, {r.cpu_s:.2f} s CPU)",
+        ),
+        (
+            "cycle latency",
+            f"p50 {_ms(c.p50)}  p90 {_ms(c.p90)}  p99 {_ms(c.p99)}  max {_ms(c.max)}",
+        ),
+        ("peak RSS", f"{_mb(r.peak_rss_bytes)} ({_mb(r.rss_before_bytes)} before scheduling)"),
+        (
+            "correctness",
+            f"{r.overcommitted_nodes} overcommitted nodes, "
+            f"{r.constraint_violations} constraint violations",
+        ),
+        ("CPU fraction spread", f"std dev {r.cpu_fraction_std:.4f}"),
+        ("setup", f"{r.setup_s:.2f} s (not measured)"),
+    ]
+    head = f"bench core: {r.nodes} nodes, {r.pods} pods, profile {r.profile}, seed {r.seed}"
+    points = ", ".join(f"{k} {v * 1e6:.0f}" for k, v in r.extension_points.items())
+    plugins = "\n".join(f"  {v * 1e6:8.1f} µs  {k}" for k, v in r.plugins.items())
+    return (
+        f"{head}\n{_rows(rows)}\n"
+        f"µs per cycle by extension point: {points}\n"
+        f"µs per call by plugin:\n{plugins}"
+    )
+
+
+_E2E_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("throughput (pods/s)", "throughput"),
+    ("throughput p50 / max of 1 s windows", "windows"),
+    ("latency p50 / p90 / p99", "latency"),
+    ("scheduler CPU (s)", "cpu"),
+    ("scheduler CPU per pod (ms)", "cpu_per_pod"),
+    ("scheduler peak RSS", "rss"),
+    ("CPU fraction std dev", "spread"),
+    ("overcommitted nodes", "overcommitted"),
+    ("unbound pods", "unbound"),
+    ("constraint violations", "violations"),
+    ("pod creation rate (pods/s)", "creation"),
+    ("measured phase (s)", "duration"),
+)
+
+
+def _e2e_cell(r: E2EResult, key: str) -> str:
+    if key == "throughput":
+        return f"{r.throughput_pods_per_s:,.1f}"
+    if key == "windows":
+        p50 = r.throughput_window_p50
+        peak = r.throughput_window_max
+        return f"{p50 or 0:,.0f} / {peak or 0:,.0f}"
+    if key == "latency":
+        return f"{_s(r.latency_p50_s)} / {_s(r.latency_p90_s)} / {_s(r.latency_p99_s)}"
+    if key == "cpu":
+        return f"{r.cpu_s:.1f}"
+    if key == "cpu_per_pod":
+        return f"{r.cpu_per_pod_ms:.2f}"
+    if key == "rss":
+        return _mb(r.peak_rss_bytes)
+    if key == "spread":
+        return f"{r.cpu_fraction_std:.4f}"
+    if key == "overcommitted":
+        return str(r.overcommitted_nodes)
+    if key == "unbound":
+        return str(r.unbound_pods)
+    if key == "violations":
+        return str(r.constraint_violations)
+    if key == "creation":
+        return f"{r.creation_pods_per_s:,.0f}"
+    if key == "duration":
+        return f"{r.measured_duration_s:.1f}"
+    raise KeyError(key)
+
+
+def e2e_table(results: Sequence[E2EResult]) -> str:
+    if not results:
+        return "no results"
+    first = results[0]
+    head = (
+        f"bench e2e: workload {first.workload}, {first.nodes} nodes, {first.init_pods} init pods, "
+        f"{first.measured_pods} measured pods"
+    )
+    rows: list[tuple[str, ...]] = [("", *(r.scheduler for r in results))]
+    for label, key in _E2E_COLUMNS:
+        rows.append((label, *(_e2e_cell(r, key) for r in results)))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
+    return head + "\n" + "\n".join(line.rstrip() for line in lines)
+
+
+def plot_throughput(results: Sequence[E2EResult], path: Path) -> None:
+    """A PNG of each run's scheduling throughput (bound pods per 1 s window) over time.
+
+    Needs matplotlib (``pip install 'kubesched[bench]'``).
+    """
+    try:
+        import matplotlib  # noqa: PLC0415
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt  # noqa: PLC0415
+    except ImportError as err:
+        raise RuntimeError(
+            "--plot needs matplotlib: pip install 'kubesched[bench]' (or matplotlib)"
+        ) from err
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    for r in results:
+        xs = [i * r.throughput_interval_s for i in range(len(r.throughput_series))]
+        ax.plot(xs, r.throughput_series, label=f"{r.scheduler} (avg {r.throughput_pods_per_s:.0f})")
+    first = results[0] if results else None
+    if first is not None:
+        ax.set_title(f"{first.workload}: {first.nodes} nodes, {first.measured_pods} measured pods")
+    ax.set_xlabel("seconds since the first measured pod was created")
+    ax.set_ylabel("pods bound per second")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+__all__ = ["core_table", "e2e_table", "plot_throughput"]

@@ -1,0 +1,228 @@
+"""The nodes and pods a benchmark creates, as the API server's JSON.
+
+``basic`` is kube-scheduler's ``SchedulingBasic`` from ``test/integration/scheduler_perf``:
+``templates/node-default.yaml`` (4 CPU, 32Gi, 110 pods, Ready) and ``templates/pod-default.yaml``
+(one pause container requesting 100m CPU and 500Mi, with a container port). Its perf workload
+``5000Nodes_10000Pods`` has 5,000 nodes, 1,000 init pods and 10,000 measured pods.
+
+``mixed`` keeps the node shape and adds what the default plugins have to work for: zones, a
+tainted fifth of the nodes, pods of several sizes, required and preferred node affinity,
+tolerations, and best-effort pods. Every pod fits somewhere by construction, so a pod left
+unbound is a scheduler failure.
+
+``small`` is ``mixed`` at a size CI runs in well under two minutes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+#: The image of scheduler_perf's pod templates.
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10.1"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+DEDICATED = "dedicated"
+DEDICATED_VALUE = "batch"
+#: Every ``TAINT_EVERY``-th node of ``mixed`` is tainted ``dedicated=batch:NoSchedule``.
+TAINT_EVERY = 5
+ZONES = 3
+
+Json = dict[str, Any]
+
+
+def node_default(name: str) -> Json:
+    """``node-default.yaml``: 4 CPU, 32Gi, 110 pods, Ready (allocatable = capacity)."""
+    capacity = {"cpu": "4", "memory": "32Gi", "pods": "110"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "spec": {},
+        "status": {
+            "capacity": capacity,
+            "allocatable": dict(capacity),
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "phase": "Running",
+        },
+    }
+
+
+def _container(cpu: str | None, memory: str | None) -> Json:
+    container: Json = {"name": "pause", "image": PAUSE_IMAGE, "ports": [{"containerPort": 80}]}
+    if cpu is not None and memory is not None:
+        resources = {"cpu": cpu, "memory": memory}
+        container["resources"] = {"requests": resources, "limits": dict(resources)}
+    return container
+
+
+def pod_default(name: str, namespace: str) -> Json:
+    """``pod-default.yaml``: one pause container, 100m CPU and 500Mi requested (and limited)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"containers": [_container("100m", "500Mi")]},
+    }
+
+
+def node_mixed(index: int, name: str) -> Json:
+    """A ``node-default`` in zone ``zone<index % 3 + 1>``; every fifth one dedicated to batch
+    pods (label and ``NoSchedule`` taint)."""
+    node = node_default(name)
+    labels = node["metadata"]["labels"]
+    labels[ZONE_LABEL] = f"zone{index % ZONES + 1}"
+    if index % TAINT_EVERY == TAINT_EVERY - 1:
+        labels[DEDICATED] = DEDICATED_VALUE
+        node["spec"]["taints"] = [
+            {"key": DEDICATED, "value": DEDICATED_VALUE, "effect": "NoSchedule"}
+        ]
+    return node
+
+
+def pod_mixed(index: int, name: str, namespace: str) -> Json:
+    """Pod ``index`` of the ``mixed`` cycle of 20:
+
+    - 8 small: 100m / 500Mi (``pod-default``);
+    - 4 medium: 500m / 1Gi, required node affinity to zone1 or zone2;
+    - 3 large: 1 CPU / 4Gi, preferred node affinity to zone3;
+    - 3 batch: 250m / 2Gi, tolerating the batch taint and selecting batch nodes;
+    - 2 best-effort: no requests.
+    """
+    kind = index % 20
+    pod = pod_default(name, namespace)
+    spec = pod["spec"]
+    if kind < 8:
+        return pod
+    if kind < 12:
+        spec["containers"] = [_container("500m", "1Gi")]
+        spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {"key": ZONE_LABEL, "operator": "In", "values": ["zone1", "zone2"]}
+                            ]
+                        }
+                    ]
+                }
+            }
+        }
+    elif kind < 15:
+        spec["containers"] = [_container("1", "4Gi")]
+        spec["affinity"] = {
+            "nodeAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 50,
+                        "preference": {
+                            "matchExpressions": [
+                                {"key": ZONE_LABEL, "operator": "In", "values": ["zone3"]}
+                            ]
+                        },
+                    }
+                ]
+            }
+        }
+    elif kind < 18:
+        spec["containers"] = [_container("250m", "2Gi")]
+        spec["nodeSelector"] = {DEDICATED: DEDICATED_VALUE}
+        spec["tolerations"] = [
+            {
+                "key": DEDICATED,
+                "operator": "Equal",
+                "value": DEDICATED_VALUE,
+                "effect": "NoSchedule",
+            }
+        ]
+    else:
+        spec["containers"] = [_container(None, None)]
+    return pod
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """A cluster shape and its default size."""
+
+    name: str
+    description: str
+    nodes: int
+    init_pods: int
+    measured_pods: int
+    node: Callable[[int, str], Json]
+    pod: Callable[[int, str, str], Json]
+
+    def node_name(self, index: int) -> str:
+        return f"node-{index:05d}"
+
+    def make_node(self, index: int) -> Json:
+        return self.node(index, self.node_name(index))
+
+    def make_pod(self, index: int, name: str, namespace: str) -> Json:
+        return self.pod(index, name, namespace)
+
+
+def _basic_node(index: int, name: str) -> Json:
+    return node_default(name)
+
+
+def _basic_pod(index: int, name: str, namespace: str) -> Json:
+    return pod_default(name, namespace)
+
+
+WORKLOADS: dict[str, Workload] = {
+    "basic": Workload(
+        name="basic",
+        description="SchedulingBasic (5000Nodes_10000Pods): node-default, pod-default",
+        nodes=5000,
+        init_pods=1000,
+        measured_pods=10000,
+        node=_basic_node,
+        pod=_basic_pod,
+    ),
+    "mixed": Workload(
+        name="mixed",
+        description="zones, a tainted fifth of the nodes, pods of five kinds "
+        "(sizes, required/preferred node affinity, tolerations, best-effort)",
+        nodes=5000,
+        init_pods=1000,
+        measured_pods=10000,
+        node=node_mixed,
+        pod=pod_mixed,
+    ),
+    "small": Workload(
+        name="small",
+        description="mixed at CI size",
+        nodes=100,
+        init_pods=100,
+        measured_pods=500,
+        node=node_mixed,
+        pod=pod_mixed,
+    ),
+}
+
+
+def workload(name: str) -> Workload:
+    try:
+        return WORKLOADS[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown workload {name!r}; one of {', '.join(sorted(WORKLOADS))}"
+        ) from None
+
+
+__all__ = [
+    "DEDICATED",
+    "DEDICATED_VALUE",
+    "PAUSE_IMAGE",
+    "WORKLOADS",
+    "ZONE_LABEL",
+    "Json",
+    "Workload",
+    "node_default",
+    "node_mixed",
+    "pod_default",
+    "pod_mixed",
+    "workload",
+]

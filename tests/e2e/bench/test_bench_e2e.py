@@ -1,0 +1,65 @@
+"""bench e2e --workload small against real control planes: correct outcomes, complete JSON.
+
+Nothing here asserts speed: a timed test on a shared machine is not a benchmark.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from kubesched.bench import E2EResult
+
+FIELDS = set(E2EResult.__dataclass_fields__)
+REQUIRED = {
+    "scheduler",
+    "throughput_pods_per_s",
+    "latency_p50_s",
+    "latency_p90_s",
+    "latency_p99_s",
+    "cpu_s",
+    "peak_rss_bytes",
+    "overcommitted_nodes",
+    "unbound_pods",
+    "constraint_violations",
+    "cpu_fraction_std",
+    "throughput_series",
+}
+
+
+def test_small_workload_both_schedulers(tmp_path: Path) -> None:
+    plot = tmp_path / "throughput.png"
+    argv = [
+        sys.executable,
+        "-c",
+        "from kubesched.cli import main; main()",
+        "bench",
+        "e2e",
+        "--workload=small",
+        "--scheduler=both",
+        "-o",
+        "json",
+        f"--plot={plot}",
+    ]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    results = json.loads(done.stdout)["results"]
+    assert [r["scheduler"] for r in results] == ["kubesched", "kube-scheduler"]
+    for r in results:
+        assert set(r) >= REQUIRED, REQUIRED - set(r)
+        assert set(r) == FIELDS
+        assert r["overcommitted_nodes"] == 0, r["errors"]
+        assert r["unbound_pods"] == 0, r["errors"]
+        assert r["constraint_violations"] == 0, r["errors"]
+        assert (r["nodes"], r["init_pods"], r["measured_pods"]) == (100, 100, 500)
+        assert r["throughput_pods_per_s"] > 0
+        assert r["latency_p50_s"] <= r["latency_p99_s"]
+        assert r["cpu_s"] > 0
+        assert r["peak_rss_bytes"] > 0
+        assert r["throughput_series"]
+    assert plot.read_bytes()[:4] == b"\x89PNG"
+    # Progress went to stderr, one bar per phase and scheduler.
+    assert "[kubesched] measured pods bound" in done.stderr
+    assert "[kube-scheduler] measured pods bound" in done.stderr

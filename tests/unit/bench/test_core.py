@@ -1,0 +1,77 @@
+"""bench core: the scheduling loop of `run` in memory, with every pod accounted for."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from builders import make_pod
+from kubesched.bench import MemoryCluster, run_core
+from kubesched.bench._core import BindConflictError
+
+
+def test_schedules_every_pod_without_overcommitting() -> None:
+    r = run_core(nodes=20, pods=300, profile="default")
+    assert (r.scheduled, r.unscheduled, r.attempts, r.failed_attempts) == (300, 0, 300, 0)
+    assert r.overcommitted_nodes == 0
+    assert r.constraint_violations == 0
+    assert r.cycle.count == 300
+    assert r.cycle.p50 is not None
+    assert r.cycle.p99 is not None
+    assert r.cycle.p50 <= r.cycle.p99
+    assert r.elapsed_s > 0
+    assert r.cpu_s > 0
+    assert r.pods_per_s > 0
+    assert r.peak_rss_bytes > 0
+    # 300 pods of 100m over 20 nodes, spread by LeastAllocated: 15 per node.
+    assert r.cpu_fraction_std < 0.01
+    assert {"Filter", "Score"} <= set(r.extension_points)
+    assert any(k.startswith("Filter/") for k in r.plugins)
+
+
+def test_mixed_profile_respects_taints_and_affinity() -> None:
+    r = run_core(nodes=60, pods=400, profile="mixed", seed=3)
+    assert r.scheduled == 400
+    assert r.overcommitted_nodes == 0
+    assert r.constraint_violations == 0
+
+
+def test_unschedulable_pods_end_the_run() -> None:
+    # One node of 4 CPU takes 40 pods of 100m; the run stops once only the other 10 are left.
+    r = run_core(nodes=1, pods=50, profile="default")
+    assert (r.scheduled, r.unscheduled) == (40, 10)
+    assert r.failed_attempts >= 10
+    assert r.overcommitted_nodes == 0
+
+
+def test_json_has_the_figures() -> None:
+    out = run_core(nodes=5, pods=10).to_json()
+    for key in ("pods_per_s", "pods_per_cpu_s", "cycle", "peak_rss_bytes", "overcommitted_nodes"):
+        assert key in out
+    assert set(out["cycle"]) == {"count", "mean", "p50", "p90", "p99", "max"}
+
+
+def test_unknown_profile() -> None:
+    with pytest.raises(ValueError, match="unknown profile"):
+        run_core(nodes=1, pods=1, profile="huge")
+
+
+def test_memory_cluster_refuses_what_the_api_server_would() -> None:
+    cluster = MemoryCluster()
+    pod = make_pod("p")
+    cluster.add(pod)
+
+    async def go() -> None:
+        await cluster.bind("default", "p", pod.metadata.uid, "n1")
+        with pytest.raises(BindConflictError):
+            await cluster.bind("default", "p", pod.metadata.uid, "n2")
+        with pytest.raises(BindConflictError):
+            await cluster.bind("default", "missing", "x", "n1")
+
+    asyncio.run(go())
+    assert cluster.bound == 1
+    assert cluster.conflicts == 2
+    bound = cluster.lookup("default", "p")
+    assert bound is not None
+    assert bound.spec.node_name == "n1"
