@@ -9,7 +9,7 @@ delete them afterwards, so tests see only their own nodes.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,59 +17,19 @@ import pytest
 from sched_e2e import (
     OWNER,
     OWNER_LABEL,
-    SchedulerProcess,
+    Runner,
     StartScheduler,
     create_all,
     create_node,
     delete_node,
     delete_pods,
     list_nodes,
-    start_scheduler,
-    tail,
 )
 
 from kubesched.cluster import ClusterInfo
 
 if TYPE_CHECKING:
     from conftest import AdminClient
-
-
-class Runner:
-    """Starts schedulers for one test (or module) and stops them all at the end."""
-
-    def __init__(self, directory: Path, kubeconfig: Path) -> None:
-        self.directory = directory
-        self.kubeconfig = kubeconfig
-        self.started: list[SchedulerProcess] = []
-
-    def __call__(
-        self,
-        config: Mapping[str, Any] | Path,
-        *,
-        kubeconfig: Path | None = None,
-        name: str = "kubesched",
-        identity: str | None = None,
-        wait_ready: bool = True,
-    ) -> SchedulerProcess:
-        proc = start_scheduler(
-            config,
-            self.directory,
-            kubeconfig=kubeconfig or self.kubeconfig,
-            name=name,
-            identity=identity,
-        )
-        self.started.append(proc)
-        if wait_ready:
-            proc.wait_ready()
-        return proc
-
-    def close(self) -> None:
-        for proc in self.started:
-            proc.stop()
-        for proc in self.started:
-            # Captured: pytest shows it for a failed test only.
-            print(f"\n===== {proc.name} (exit {proc.popen.returncode}), {proc.log_path} =====")
-            print(tail(proc.log(), 300))
 
 
 @pytest.fixture

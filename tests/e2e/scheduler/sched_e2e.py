@@ -249,6 +249,44 @@ def start_scheduler(
     return SchedulerProcess(name, argv, port, log_path, popen)
 
 
+class Runner:
+    """Starts schedulers for one test (or module) and stops them all at the end."""
+
+    def __init__(self, directory: Path, kubeconfig: Path) -> None:
+        self.directory = directory
+        self.kubeconfig = kubeconfig
+        self.started: list[SchedulerProcess] = []
+
+    def __call__(
+        self,
+        config: Mapping[str, Any] | Path,
+        *,
+        kubeconfig: Path | None = None,
+        name: str = "kubesched",
+        identity: str | None = None,
+        wait_ready: bool = True,
+    ) -> SchedulerProcess:
+        proc = start_scheduler(
+            config,
+            self.directory,
+            kubeconfig=kubeconfig or self.kubeconfig,
+            name=name,
+            identity=identity,
+        )
+        self.started.append(proc)
+        if wait_ready:
+            proc.wait_ready()
+        return proc
+
+    def close(self) -> None:
+        for proc in self.started:
+            proc.stop()
+        for proc in self.started:
+            # Captured: pytest shows it for a failed test only.
+            print(f"\n===== {proc.name} (exit {proc.popen.returncode}), {proc.log_path} =====")
+            print(tail(proc.log(), 300))
+
+
 def tail(text: str, lines: int = 150) -> str:
     kept = text.splitlines()[-lines:]
     return "\n".join(kept)
@@ -493,10 +531,15 @@ class RestartableAPIServer:
         except (OSError, urllib.error.URLError):
             return False
 
-    def stop(self, timeout: float = 30.0) -> None:
-        """SIGTERM, as on a rolling restart; SIGKILL if it is not gone in ``timeout``."""
+    def stop(self, signum: int = signal.SIGTERM, timeout: float = 10.0) -> None:
+        """SIGTERM as on a rolling restart, or SIGKILL as in a crash.
+
+        After SIGTERM, kube-apiserver closes its listener at once but keeps open watches until
+        its shutdown times out; like a kubelet at the end of the grace period, SIGKILL follows
+        after ``timeout``.
+        """
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(self._pid, signal.SIGTERM)
+            os.killpg(self._pid, signum)
         if not _gone(self._pid, self._popen, timeout):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self._pid, signal.SIGKILL)
