@@ -15,8 +15,12 @@ import msgspec
 T = TypeVar("T")
 
 
-class _Obj(msgspec.Struct, rename="camel", omit_defaults=True):
-    """Base of every API struct: camelCase on the wire, defaults left out on encode."""
+class _Obj(msgspec.Struct, rename="camel", omit_defaults=True, gc=False):
+    """Base of every API struct: camelCase on the wire, defaults left out on encode.
+
+    ``gc=False``: API objects never form reference cycles, so the garbage collector need not
+    track the hundreds of thousands of them a large cluster's cache holds.
+    """
 
 
 class OwnerReference(_Obj):
@@ -114,7 +118,7 @@ class Affinity(_Obj):
 # --- taints and tolerations ------------------------------------------------------------------
 
 
-class Taint(msgspec.Struct, rename="camel", omit_defaults=True, frozen=True):
+class Taint(msgspec.Struct, rename="camel", omit_defaults=True, frozen=True, gc=False):
     """Frozen (hashable): the node table interns distinct taint sets."""
 
     key: str
