@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import textwrap
 from pathlib import Path
@@ -10,7 +11,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from kubesched.cli import main
-from kubesched.simulate import example_paths
+from kubesched.simulate import ProgressLine, example_paths
 
 CLUSTER = textwrap.dedent("""
     kind: Node
@@ -155,3 +156,37 @@ def test_from_cluster_with_a_bad_kubeconfig(tmp_path: Path) -> None:
 def test_no_progress_for_short_runs(files: tuple[str, str]) -> None:
     result = _invoke("-f", files[0], "-f", files[1])
     assert "scheduling:" not in result.stderr
+
+
+class _Stream(io.StringIO):
+    def __init__(self, tty: bool) -> None:
+        super().__init__()
+        self._tty = tty
+
+    def isatty(self) -> bool:
+        return self._tty
+
+
+def test_progress_line_on_a_terminal() -> None:
+    stream = _Stream(tty=True)
+    progress = ProgressLine(stream)
+    progress(10, 100, 0.5)  # too early: nothing
+    progress(20, 100, 1.2)
+    progress(21, 100, 1.3)  # too soon after the last line
+    progress(60, 100, 2.0)
+    progress(100, 100, 2.5)
+    assert stream.getvalue() == (
+        "\rscheduling: 20/100 pods (1.2s, 17 pods/s)"
+        "\rscheduling: 60/100 pods (2.0s, 30 pods/s)"
+        "\rscheduling: 100/100 pods (2.5s, 40 pods/s)\n"
+    )
+
+
+def test_progress_lines_in_a_log() -> None:
+    stream = _Stream(tty=False)
+    progress = ProgressLine(stream)
+    for i in range(1, 41):
+        progress(i, 40, i * 0.2)
+    lines = stream.getvalue().splitlines()
+    assert lines[-1] == "scheduling: 40/40 pods (8.0s, 5 pods/s)"
+    assert 2 <= len(lines) <= 4
