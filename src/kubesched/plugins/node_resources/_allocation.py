@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -126,9 +127,9 @@ class ResourceMatrix:
     """
 
     rows: list[int]
-    allocatable: IntArray
-    used: IntArray
-    pod: IntArray
+    allocatable: npt.NDArray[Any]
+    used: npt.NDArray[Any]
+    pod: list[int]
 
 
 def resource_matrix(
@@ -137,8 +138,9 @@ def resource_matrix(
     resources: Sequence[WeightedResource],
     pod_requests_list: Sequence[int],
     use_requested: bool,
+    dtype: type[np.int64] | type[np.float64] = np.int64,
 ) -> ResourceMatrix:
-    """:func:`allocatable_requested` for every node of ``slots`` at once."""
+    """:func:`allocatable_requested` for every node of ``slots`` at once, as ``dtype``."""
     # (configured index, allocatable column, source of "used", its column)
     plan: list[tuple[int, int, bool, int]] = []
     for i, r in enumerate(resources):
@@ -156,8 +158,8 @@ def resource_matrix(
             if col_or_none is not None:
                 plan.append((i, col_or_none, False, col_or_none))
     n = len(slots)
-    alloc = np.empty((len(plan), n), dtype=np.int64)
-    used = np.empty((len(plan), n), dtype=np.int64)
+    alloc = np.empty((len(plan), n), dtype=dtype)
+    used = np.empty((len(plan), n), dtype=dtype)
     if plan:
         # Gathering a node's whole row is one contiguous copy; columns are then cheap views.
         alloc_rows = table.allocatable.take(slots, axis=0)
@@ -172,7 +174,7 @@ def resource_matrix(
                 if requested_rows is None:
                     requested_rows = table.requested.take(slots, axis=0)
                 used[k] = requested_rows[:, used_col]
-    pod = np.array([pod_requests_list[p[0]] for p in plan], dtype=np.int64)
+    pod = [pod_requests_list[p[0]] for p in plan]
     return ResourceMatrix([p[0] for p in plan], alloc, used, pod)
 
 
@@ -263,29 +265,33 @@ def shape_lut(shape: Sequence[tuple[int, int]]) -> IntArray:
 
 
 def strategy_scores(
-    m: ResourceMatrix,
-    n: int,
-    weights: Sequence[int],
+    table: NodeTable,
+    slots: IntArray,
+    resources: Sequence[WeightedResource],
+    pod_requests_list: Sequence[int],
     strategy: str,
     lut: IntArray | None = None,
 ) -> IntArray:
-    """The score of each node under a NodeResourcesFit strategy, equal to
+    """The score of each node of ``slots`` under a NodeResourcesFit strategy, equal to
     :func:`weighted_score` / :func:`requested_to_capacity_ratio_score` node by node.
 
-    ``weights`` are those of all configured resources (``m.rows`` index into them); ``lut`` is
-    :func:`shape_lut` of the shape, for ``RequestedToCapacityRatio``.
+    ``lut`` is :func:`shape_lut` of the shape, for ``RequestedToCapacityRatio``.
     """
+    n = len(slots)
+    m = resource_matrix(table, slots, resources, pod_requests_list, False, np.float64)
     if not m.rows or n == 0:
         return np.zeros(n, dtype=np.int64)
-    a = m.allocatable.astype(np.float64)
+    a = m.allocatable
     if a.max() >= FLOAT_EXACT_LIMIT:
-        return _strategy_scores_int(m, n, weights, strategy, lut)
+        m = resource_matrix(table, slots, resources, pod_requests_list, False, np.int64)
+        return _strategy_scores_int(m, n, resources, strategy, lut)
     # Every quotient below is of non-negative integers held exactly in float64, at most 100,
     # with a divisor under 2**46: flooring the float quotient is the integer quotient.
-    w = [weights[i] for i in m.rows]
-    x = m.used.astype(np.float64)
-    if m.pod.any():
-        x += m.pod[:, None]
+    w = [resources[i].weight for i in m.rows]
+    x = m.used
+    for k, p in enumerate(m.pod):
+        if p:
+            x[k] += p
     all_valid = bool(a.min() > 0)
     if strategy == MOST_ALLOCATED:
         np.minimum(x, a, out=x)
@@ -341,15 +347,15 @@ def _weighted_rows(x: FloatArray | BoolArray, w: Sequence[int]) -> FloatArray:
 def _strategy_scores_int(
     m: ResourceMatrix,
     n: int,
-    weights: Sequence[int],
+    resources: Sequence[WeightedResource],
     strategy: str,
     lut: IntArray | None,
 ) -> IntArray:
     """:func:`strategy_scores` in exact int64 arithmetic, for allocatable values too large for
     the float64 path (70 TB of memory on one node)."""
     a = m.allocatable
-    q = m.used + m.pod[:, None]
-    w = np.array([weights[i] for i in m.rows], dtype=np.int64)[:, None]
+    q = m.used + np.array(m.pod, dtype=np.int64)[:, None]
+    w = np.array([resources[i].weight for i in m.rows], dtype=np.int64)[:, None]
     den = np.maximum(a, 1)
     valid = a > 0
     if strategy == REQUESTED_TO_CAPACITY_RATIO:
@@ -395,19 +401,30 @@ def balanced_resource_score(requested: Sequence[int], allocatable: Sequence[int]
     return int((1 - std) * float(MAX_NODE_SCORE))
 
 
-def balanced_scores(m: ResourceMatrix, n: int) -> IntArray:
+def balanced_scores(
+    table: NodeTable,
+    slots: IntArray,
+    resources: Sequence[WeightedResource],
+    pod_requests_list: Sequence[int],
+) -> IntArray:
     """:func:`balanced_resource_score` of every node, bit for bit.
 
     Each node uses only its resources with allocatable > 0, in order. Adding 0.0 to a float sum
     is exact, so summing every resource with the others zeroed gives the same float as summing
     the counted ones alone; the two-fraction case picks each node's first and second counted one.
     """
+    n = len(slots)
+    m = resource_matrix(table, slots, resources, pod_requests_list, True)
     r = len(m.rows)
     if r == 0 or n == 0:
         return np.full(n, MAX_NODE_SCORE, dtype=np.int64)
     a = m.allocatable.astype(np.float64)
     # The requested sum is an int64 in Go, converted to float64 once.
-    f = (m.used + m.pod[:, None]).astype(np.float64)
+    q = m.used
+    for k, p in enumerate(m.pod):
+        if p:
+            q[k] += p
+    f = q.astype(np.float64)
     all_valid = bool(a.min() > 0)
     with np.errstate(divide="ignore", invalid="ignore"):
         np.divide(f, a, out=f)

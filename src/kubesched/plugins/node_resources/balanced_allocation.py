@@ -45,7 +45,6 @@ from kubesched.plugins.node_resources._allocation import (
     balanced_scores,
     node_lists,
     pod_request_list,
-    resource_matrix,
 )
 
 NAME = "NodeResourcesBalancedAllocation"
@@ -113,8 +112,7 @@ class BalancedAllocation(PreScorePlugin, ScorePlugin):
         requests = self._requests(state, pod)
         if not any(requests):
             return np.zeros(n, dtype=np.int64), None
-        m = resource_matrix(nodes.table, nodes.slots, self.resources, requests, True)
-        return balanced_scores(m, n), None
+        return balanced_scores(nodes.table, nodes.slots, self.resources, requests), None
 
 
 __all__ = ["NAME", "PRE_SCORE_STATE_KEY", "BalancedAllocation", "PreScoreState"]

@@ -93,7 +93,6 @@ from kubesched.plugins.node_resources._allocation import (
     node_lists,
     pod_request_list,
     requested_to_capacity_ratio_score,
-    resource_matrix,
     shape_lut,
     strategy_scores,
     weighted_score,
@@ -251,7 +250,6 @@ class NodeResourcesFit(
         self.ignored_resource_groups = frozenset(args.ignored_resource_groups)
         self.strategy: str = strategy.type
         self.resources = [WeightedResource(r.name, int(r.weight)) for r in strategy.resources]
-        self._weights = [r.weight for r in self.resources]
         self.shape: list[tuple[int, int]] = []
         self._lut: IntArray | None = None
         if self.strategy == REQUESTED_TO_CAPACITY_RATIO:
@@ -393,8 +391,10 @@ class NodeResourcesFit(
         if not self.resources:
             return np.zeros(n, dtype=np.int64), Status(Code.ERROR, "resources not found")
         s = self._pre_score_state(state, pod)
-        m = resource_matrix(nodes.table, nodes.slots, self.resources, s.pod_requests, False)
-        return strategy_scores(m, n, self._weights, self.strategy, self._lut), None
+        scores = strategy_scores(
+            nodes.table, nodes.slots, self.resources, s.pod_requests, self.strategy, self._lut
+        )
+        return scores, None
 
     # -- queueing ------------------------------------------------------------------------------
 
