@@ -1,0 +1,551 @@
+"""The extender's verbs over a framework profile, without HTTP: request bytes in, a reply out.
+
+* **filter** runs the profile's PreFilter and Filter plugins on the nodes of the request and
+  answers which pass; a node that fails goes to ``FailedNodes`` with the plugin's reason, or to
+  ``FailedAndUnresolvableNodes`` when the plugin said preemption cannot help. A node the
+  extender does not know fails with :data:`ERR_UNKNOWN_NODE`. A plugin error is answered with
+  ``Error`` set (kube-scheduler then fails the attempt, or skips an ignorable extender).
+* **prioritize** runs PreScore, Score, NormalizeScore and the weights, as kube-scheduler sums
+  them (0..100 per plugin times its weight), and rescales the sum into the extender's 0..10:
+  ``round(10 * total / (100 * Σ weights of the Score plugins that ran))``. kube-scheduler then
+  multiplies it by the extender's ``weight`` and by 10.
+* **preempt** echoes the victims kube-scheduler proposes for each node, minus the nodes where the
+  pod would still fail the profile's filters once those victims are gone (and nodes the extender
+  does not know).
+* **bind** runs the profile's Bind plugins (``DefaultBinder`` creates the Binding).
+
+A request whose body does not decode is answered 400 with the reason. filter, prioritize and
+preempt run on one worker thread, in arrival order, with the informer changes queued before
+them applied first; bind runs on the event loop. While the informers have not synced, the verbs
+that need them answer 503.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Final
+
+import msgspec
+import numpy as np
+
+from kubesched.api import ObjectMeta, Pod
+from kubesched.config import KubeSchedulerConfiguration
+from kubesched.extender._cache import BadNodeError, ClusterCache
+from kubesched.extender._metrics import ExtenderMetrics
+from kubesched.extender._profiles import complete_profiles
+from kubesched.extender._protocol import (
+    MAX_EXTENDER_PRIORITY,
+    ExtenderArgs,
+    ExtenderBindingResult,
+    ExtenderFilterResult,
+    ExtenderPreemptionResult,
+    HostPriority,
+    MetaPod,
+    MetaVictims,
+    NodeListOut,
+    args_decoder,
+    binding_args_decoder,
+    encoder,
+    preemption_args_decoder,
+)
+from kubesched.framework import (
+    MAX_NODE_SCORE,
+    APIClient,
+    BoolArray,
+    Code,
+    CycleState,
+    Diagnosis,
+    FilterError,
+    Framework,
+    IntArray,
+    Nodes,
+    Registry,
+    ScoreError,
+    Snapshot,
+    Status,
+    build_frameworks,
+)
+
+__all__ = [
+    "ERR_NOT_SYNCED",
+    "ERR_UNKNOWN_NODE",
+    "VERBS",
+    "Extender",
+    "Reply",
+    "scale_scores",
+]
+
+log = logging.getLogger(__name__)
+
+#: The verbs, as kube-scheduler's ``extenders[]`` name them (``filterVerb`` ...).
+VERBS: Final = ("filter", "prioritize", "preempt", "bind")
+
+#: The ``FailedNodes`` reason for a node the extender has never seen (informer lag, or a
+#: ``nodeCacheCapable`` extender running without informers).
+ERR_UNKNOWN_NODE: Final = "node(s) not known to the extender yet"
+ERR_NOT_SYNCED: Final = "the extender's informers have not synced yet; retry shortly"
+
+TRACE = 5
+JSON = "application/json"
+TEXT = "text/plain; charset=utf-8"
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """An HTTP answer: status code, body, content type."""
+
+    status: int
+    body: bytes
+    content_type: str = JSON
+
+    @classmethod
+    def json(cls, value: object) -> Reply:
+        return cls(200, encoder.encode(value))
+
+    @classmethod
+    def text(cls, status: int, message: str) -> Reply:
+        return cls(status, (message + "\n").encode(), TEXT)
+
+
+def _bad_request(message: str) -> Reply:
+    return Reply.text(400, message)
+
+
+def scale_scores(totals: IntArray, max_total: int) -> IntArray:
+    """Weighted framework totals (0..``max_total``) rounded into 0..10, half up."""
+    if max_total <= 0 or not len(totals):
+        return np.zeros(len(totals), dtype=np.int64)
+    scaled = (totals * (2 * MAX_EXTENDER_PRIORITY) + max_total) // (2 * max_total)
+    return np.clip(scaled, 0, MAX_EXTENDER_PRIORITY)
+
+
+def _go_list(items: list[str]) -> str:
+    return "[" + " ".join(items) + "]"
+
+
+def _plugin_error(err: FilterError, point: str) -> str:
+    message = err.status.message
+    if message.startswith("running "):
+        return message
+    if point == "filter":
+        return f'running "{err.plugin}" filter plugin: {message}'
+    return f'running Score plugin "{err.plugin}": {message}'
+
+
+@dataclass(slots=True)
+class _Candidates:
+    """The nodes of one request, resolved against a snapshot."""
+
+    snapshot: Snapshot
+    fwk: Framework
+    #: Every node name of the request, in order.
+    names: list[str]
+    #: Slots of the nodes the snapshot knows, in request order.
+    slots: IntArray
+    #: Names the snapshot does not know.
+    unknown: list[str]
+    #: Which of ``names`` the snapshot knows (``None``: all of them).
+    known: BoolArray | None = None
+    #: The raw ``NodeList`` items by slot (``Nodes`` mode only).
+    raws: dict[int, msgspec.Raw] | None = None
+
+
+class Extender:
+    """The verbs of one configuration's profiles, over the cluster and body snapshots.
+
+    ``profiles`` are the configuration's schedulerNames; the first is the default one. ``client``
+    is what the Bind plugins bind with (``None``: binding answers an error). ``informers`` says
+    whether a cluster feed will fill the cluster snapshot; until :attr:`synced` returns true,
+    the verbs that read it answer 503.
+    """
+
+    def __init__(
+        self,
+        config: KubeSchedulerConfiguration,
+        registry: Registry,
+        *,
+        client: APIClient | None = None,
+        metrics: ExtenderMetrics | None = None,
+        informers: bool = False,
+    ) -> None:
+        self.metrics = metrics or ExtenderMetrics()
+        self.cache = ClusterCache()
+        completed = complete_profiles(config, registry)
+        self.cluster_profiles = build_frameworks(
+            completed, registry, self.cache.cluster, client=client, metrics=self.metrics
+        )
+        self.body_profiles = build_frameworks(
+            completed, registry, self.cache.body, client=client, metrics=self.metrics
+        )
+        self.profiles: list[str] = list(self.cluster_profiles)
+        self.informers = informers
+        self.synced: Callable[[], bool] = lambda: True
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="extender-worker")
+        self._closed = False
+        self.cache.on_pending = self._schedule_flush
+
+    @property
+    def default_profile(self) -> str:
+        return self.profiles[0]
+
+    def close(self) -> None:
+        """Stop the worker thread (queued work is dropped)."""
+        self._closed = True
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def _schedule_flush(self) -> None:
+        if not self._closed:
+            with contextlib.suppress(RuntimeError):  # shut down meanwhile
+                self._executor.submit(self._flush)
+
+    def _flush(self) -> None:
+        try:
+            self.cache.flush()
+        except Exception:  # a bad object must not stop later changes from applying
+            log.exception("applying informer changes failed")
+        self.metrics.nodes.labels("informer").set(len(self.cache.cluster))
+        self.metrics.nodes.labels("body").set(len(self.cache.body))
+
+    # -- dispatch ------------------------------------------------------------------------------
+
+    async def handle(self, verb: str, profile: str, body: bytes) -> Reply:
+        """Answer one request; never raises (an unexpected failure is a 500)."""
+        if profile not in self.cluster_profiles:
+            return Reply.text(404, f"no profile {profile!r}")
+        try:
+            if verb == "bind":
+                return await self.bind(profile, body)
+            run = {"filter": self.filter, "prioritize": self.prioritize, "preempt": self.preempt}[
+                verb
+            ]
+            loop = asyncio.get_running_loop()
+            queued = time.perf_counter()
+
+            def work() -> Reply:
+                self.metrics.queue_wait.labels(verb).observe(time.perf_counter() - queued)
+                return run(profile, body)
+
+            return await loop.run_in_executor(self._executor, work)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            log.exception("%s failed", verb)
+            return Reply.text(500, f"{verb} failed: {type(e).__name__}: {e}")
+
+    # -- filter and prioritize -------------------------------------------------------------------
+
+    def _not_synced(self) -> Reply | None:
+        if self.informers and not self.synced():
+            return Reply.text(503, ERR_NOT_SYNCED)
+        return None
+
+    def _decode_args(self, body: bytes) -> ExtenderArgs | Reply:
+        try:
+            args = args_decoder.decode(body)
+        except msgspec.DecodeError as e:
+            return _bad_request(f"cannot decode ExtenderArgs: {e}")
+        if args.pod is None:
+            return _bad_request("ExtenderArgs.Pod is required")
+        if args.nodes is not None and args.node_names is not None:
+            return _bad_request("ExtenderArgs: set one of Nodes and NodeNames, not both")
+        if args.nodes is None and args.node_names is None:
+            return _bad_request("ExtenderArgs: one of Nodes and NodeNames is required")
+        return args
+
+    def _candidates(self, profile: str, args: ExtenderArgs) -> _Candidates | Reply:
+        if args.node_names is not None:
+            get = self.cache.cluster_slots.get
+            found = [get(name, -1) for name in args.node_names]
+            slots = np.array(found, dtype=np.int64)
+            unknown: list[str] = []
+            known = None
+            if len(slots) and slots.min() < 0:
+                unknown = [n for n, s in zip(args.node_names, found, strict=True) if s < 0]
+                known = slots >= 0
+                slots = slots[known]
+            return _Candidates(
+                self.cache.cluster,
+                self.cluster_profiles[profile],
+                args.node_names,
+                slots,
+                unknown,
+                known,
+            )
+        assert args.nodes is not None
+        items = args.nodes.items or []
+        try:
+            names, slots = self.cache.body_nodes.update(items)
+        except BadNodeError as e:
+            return _bad_request(f"cannot decode ExtenderArgs: {e}")
+        self.metrics.nodes.labels("body").set(len(self.cache.body))
+        raws = dict(zip(slots.tolist(), items, strict=True))
+        return _Candidates(
+            self.cache.body, self.body_profiles[profile], names, slots, [], raws=raws
+        )
+
+    def filter(self, profile: str, body: bytes) -> Reply:
+        """The filter verb (on the worker thread)."""
+        self.cache.flush()
+        if (reply := self._not_synced()) is not None:
+            return reply
+        args = self._decode_args(body)
+        if isinstance(args, Reply):
+            return args
+        c = self._candidates(profile, args)
+        if isinstance(c, Reply):
+            return c
+        assert args.pod is not None
+        result = self._filter(c, args.pod)
+        if log.isEnabledFor(logging.DEBUG):
+            passed = len(result.node_names if result.node_names is not None else [])
+            if result.nodes is not None:
+                passed = len(result.nodes.items)
+            log.debug(
+                "filter %s (profile %s): %d nodes, %d pass, %d fail%s",
+                args.pod.key,
+                profile,
+                len(c.names),
+                passed,
+                len(result.failed_nodes) + len(result.failed_and_unresolvable_nodes),
+                f", error: {result.error}" if result.error else "",
+            )
+        return Reply.json(result)
+
+    def _filter(self, c: _Candidates, pod: Pod) -> ExtenderFilterResult:
+        failed = dict.fromkeys(c.unknown, ERR_UNKNOWN_NODE)
+        unresolvable: dict[str, str] = {}
+        names = c.snapshot.table.names
+        fwk = c.fwk
+        state = CycleState()
+        nodes = Nodes(c.snapshot, c.slots)
+        feasible: IntArray = c.slots[:0]
+        try:
+            narrowing, status, narrowed_by = fwk.run_pre_filter(state, pod, nodes)
+            if status is not None:
+                if status.code == Code.ERROR:
+                    return ExtenderFilterResult(error=status.message)
+                target = (
+                    unresolvable if status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE else failed
+                )
+                for s in c.slots.tolist():
+                    target[names[s]] = status.message
+            else:
+                candidates = c.slots
+                if narrowing is not None and narrowing.node_names is not None:
+                    allowed = narrowing.node_names
+                    keep = np.fromiter(
+                        (names[s] in allowed for s in candidates.tolist()),
+                        dtype=np.bool_,
+                        count=len(candidates),
+                    )
+                    message = f"node(s) didn't satisfy plugin(s) {_go_list(sorted(narrowed_by))}"
+                    for s in candidates[~keep].tolist():
+                        unresolvable[names[s]] = message
+                    candidates = candidates[keep]
+                diagnosis = Diagnosis(num_all_nodes=len(c.slots))
+                feasible = fwk.run_filter(
+                    state, pod, Nodes(c.snapshot, candidates), diagnosis
+                ).slots
+                for group in diagnosis.groups:
+                    target = (
+                        unresolvable
+                        if group.status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+                        else failed
+                    )
+                    message = group.status.message
+                    for s in group.slots.tolist():
+                        target[names[s]] = message
+        except FilterError as e:
+            return ExtenderFilterResult(error=_plugin_error(e, "filter"))
+        except Exception as e:  # a plugin bug is this attempt's error, not the server's
+            log.exception("filter of %s failed", pod.key)
+            return ExtenderFilterResult(error=f"filter failed: {type(e).__name__}: {e}")
+        for name in unresolvable:
+            failed.pop(name, None)
+        if c.raws is not None:
+            raws = c.raws
+            return ExtenderFilterResult(
+                nodes=NodeListOut(items=[raws[s] for s in feasible.tolist()]),
+                failed_nodes=failed,
+                failed_and_unresolvable_nodes=unresolvable,
+            )
+        return ExtenderFilterResult(
+            node_names=[names[s] for s in feasible.tolist()],
+            failed_nodes=failed,
+            failed_and_unresolvable_nodes=unresolvable,
+        )
+
+    def prioritize(self, profile: str, body: bytes) -> Reply:
+        """The prioritize verb (on the worker thread)."""
+        self.cache.flush()
+        if (reply := self._not_synced()) is not None:
+            return reply
+        args = self._decode_args(body)
+        if isinstance(args, Reply):
+            return args
+        c = self._candidates(profile, args)
+        if isinstance(c, Reply):
+            return c
+        assert args.pod is not None
+        try:
+            scores = self._prioritize(c, args.pod)
+        except FilterError as e:
+            return Reply.text(500, _plugin_error(e, "score"))
+        if c.known is not None:  # unknown nodes score 0
+            every = np.zeros(len(c.names), dtype=np.int64)
+            every[c.known] = scores
+            scores = every
+        log.debug("prioritize %s (profile %s): %d nodes", args.pod.key, profile, len(c.names))
+        return Reply.json(
+            [HostPriority(n, s) for n, s in zip(c.names, scores.tolist(), strict=True)]
+        )
+
+    def _prioritize(self, c: _Candidates, pod: Pod) -> IntArray:
+        fwk = c.fwk
+        state = CycleState()
+        nodes = Nodes(c.snapshot, c.slots)
+        status = fwk.run_pre_score(state, pod, nodes)
+        if status is not None:
+            raise ScoreError(status.plugin, status)
+        _, totals = fwk.run_score(state, pod, nodes)
+        ran = [p.name for p in fwk.score_plugins if p.name not in state.skip_score_plugins]
+        max_total = MAX_NODE_SCORE * sum(fwk.score_weights[name] for name in ran)
+        return scale_scores(totals, max_total)
+
+    # -- preempt ---------------------------------------------------------------------------------
+
+    def preempt(self, profile: str, body: bytes) -> Reply:
+        """The preempt verb (on the worker thread)."""
+        self.cache.flush()
+        if (reply := self._not_synced()) is not None:
+            return reply
+        try:
+            args = preemption_args_decoder.decode(body)
+        except msgspec.DecodeError as e:
+            return _bad_request(f"cannot decode ExtenderPreemptionArgs: {e}")
+        if args.pod is None:
+            return _bad_request("ExtenderPreemptionArgs.Pod is required")
+        proposed: dict[str, tuple[list[str], int]] = {}
+        if args.node_name_to_meta_victims is not None:
+            for node, meta in args.node_name_to_meta_victims.items():
+                if meta is not None:
+                    uids = [p.uid for p in meta.pods or []]
+                    proposed[node] = (uids, meta.num_pdb_violations)
+        elif args.node_name_to_victims is not None:
+            for node, victims in args.node_name_to_victims.items():
+                if victims is not None:
+                    uids = [p.metadata.uid for p in victims.pods or []]
+                    proposed[node] = (uids, victims.num_pdb_violations)
+        if self.informers:
+            snapshot, fwk = self.cache.cluster, self.cluster_profiles[profile]
+        else:
+            snapshot, fwk = self.cache.body, self.body_profiles[profile]
+        try:
+            kept = self._preempt(snapshot, fwk, args.pod, proposed)
+        except FilterError as e:
+            return Reply.text(500, _plugin_error(e, "filter"))
+        log.debug(
+            "preempt %s (profile %s): %d candidate nodes, %d kept",
+            args.pod.key,
+            profile,
+            len(proposed),
+            len(kept),
+        )
+        return Reply.json(ExtenderPreemptionResult(kept))
+
+    def _preempt(
+        self,
+        snapshot: Snapshot,
+        fwk: Framework,
+        pod: Pod,
+        proposed: Mapping[str, tuple[list[str], int]],
+    ) -> dict[str, MetaVictims]:
+        known: dict[str, int] = {}
+        for name, (uids, _) in proposed.items():
+            slot = snapshot.slot_of(name)
+            # kube-scheduler rejects a node without victims; an unknown one we cannot vouch for.
+            if slot is not None and uids:
+                known[name] = slot
+        if not known:
+            return {}
+        state = CycleState()
+        slots = np.fromiter(known.values(), dtype=np.int64, count=len(known))
+        narrowing, status, _ = fwk.run_pre_filter(state, pod, Nodes(snapshot, slots))
+        if status is not None:
+            if status.code == Code.ERROR:
+                raise FilterError(status.plugin, status)
+            return {}
+        allowed = narrowing.node_names if narrowing is not None else None
+        out: dict[str, MetaVictims] = {}
+        for name, slot in known.items():
+            if allowed is not None and name not in allowed:
+                continue
+            uids, pdb_violations = proposed[name]
+            if self._fits_without(snapshot, fwk, state, pod, name, slot, uids):
+                out[name] = MetaVictims(
+                    pods=[MetaPod(uid) for uid in uids], num_pdb_violations=pdb_violations
+                )
+        return out
+
+    @staticmethod
+    def _fits_without(
+        snapshot: Snapshot,
+        fwk: Framework,
+        state: CycleState,
+        pod: Pod,
+        name: str,
+        slot: int,
+        victims: list[str],
+    ) -> bool:
+        """Whether ``pod`` passes the filters on ``name`` once ``victims`` are off it."""
+        node_state = state.clone()
+        info = snapshot.at(slot)
+        removed = []
+        try:
+            for uid in victims:
+                victim = info.pods.get(uid)
+                if victim is None:
+                    continue  # not counted here anyway
+                for p in fwk.pre_filter_plugins:
+                    s = p.remove_pod(node_state, pod, victim, info)
+                    if s is not None and s.code != Code.SUCCESS:
+                        return False
+                snapshot.remove_pod(uid)
+                removed.append(victim)
+            diagnosis = Diagnosis(num_all_nodes=1)
+            one = Nodes(snapshot, np.array([slot], dtype=np.int64))
+            return len(fwk.run_filter(node_state, pod, one, diagnosis)) == 1
+        finally:
+            for victim in removed:
+                snapshot.add_pod(victim, name)
+
+    # -- bind ------------------------------------------------------------------------------------
+
+    async def bind(self, profile: str, body: bytes) -> Reply:
+        """The bind verb (on the event loop: Bind plugins are coroutines)."""
+        try:
+            args = binding_args_decoder.decode(body)
+        except msgspec.DecodeError as e:
+            return _bad_request(f"cannot decode ExtenderBindingArgs: {e}")
+        if not args.pod_name or not args.node:
+            return _bad_request("ExtenderBindingArgs: PodName and Node are required")
+        pod = Pod(
+            metadata=ObjectMeta(name=args.pod_name, namespace=args.pod_namespace, uid=args.pod_uid)
+        )
+        fwk = self.cluster_profiles[profile]
+        try:
+            status = await fwk.run_bind(CycleState(), pod, args.node)
+        except Exception as e:  # a Bind plugin that raises is a failed binding
+            log.exception("bind of %s failed", pod.key)
+            status = Status.as_error(e)
+        if status is not None and status.code != Code.SUCCESS:
+            log.info("binding %s to %s failed: %s", pod.key, args.node, status.message)
+            return Reply.json(ExtenderBindingResult(error=status.message))
+        log.debug("bound %s to %s", pod.key, args.node)
+        return Reply.json(ExtenderBindingResult())

@@ -1,0 +1,157 @@
+"""``kubesched extender``: the verbs served over HTTP, with informers when a cluster is at hand."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+
+from kubesched.api import Node, Pod
+from kubesched.config import KubeSchedulerConfiguration
+from kubesched.extender._cache import NodeHandler, PodHandler
+from kubesched.extender._engine import Extender
+from kubesched.extender._metrics import ExtenderMetrics
+from kubesched.extender._server import ExtenderServer, ServerOptions
+from kubesched.framework import Registry
+from kubesched.kube import APIClient, Reflector, bind
+
+__all__ = ["POD_FIELD_SELECTOR", "ExtenderService", "serve"]
+
+log = logging.getLogger(__name__)
+
+#: Pods that hold resources on a node: assigned and not finished.
+POD_FIELD_SELECTOR = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
+
+
+class _Binder:
+    """The framework's API client for Bind plugins, on the real API server."""
+
+    def __init__(self, client: APIClient) -> None:
+        self._client = client
+
+    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+        await bind(self._client, namespace, name, uid, node)
+
+
+class ExtenderService:
+    """The extender, its informers (with a ``client``) and its listener.
+
+    Without a client the extender serves ``Nodes`` bodies only: it knows no node by name, no pod,
+    and cannot bind.
+    """
+
+    def __init__(
+        self,
+        config: KubeSchedulerConfiguration,
+        registry: Registry,
+        options: ServerOptions,
+        *,
+        client: APIClient | None = None,
+    ) -> None:
+        self.client = client
+        self.metrics = ExtenderMetrics()
+        self.extender = Extender(
+            config,
+            registry,
+            client=_Binder(client) if client is not None else None,
+            metrics=self.metrics,
+            informers=client is not None,
+        )
+        self.nodes: Reflector[Node] | None = None
+        self.pods: Reflector[Pod] | None = None
+        if client is not None:
+            cache = self.extender.cache
+            self.nodes = Reflector(client, "/api/v1/nodes", Node, NodeHandler(cache))
+            self.pods = Reflector(
+                client,
+                "/api/v1/pods",
+                Pod,
+                PodHandler(cache),
+                field_selector=POD_FIELD_SELECTOR,
+            )
+        self.extender.synced = self._synced
+        self.server = ExtenderServer(self.extender, options, ready=self._ready)
+        self._stop = asyncio.Event()
+
+    def _synced(self) -> bool:
+        return all(r.has_synced for r in (self.nodes, self.pods) if r is not None)
+
+    def _ready(self) -> str | None:
+        return None if self._synced() else "waiting for the node and pod informers to sync"
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def start(self) -> None:
+        """Listen, and start the informers."""
+        await self.server.start()
+        for r in (self.nodes, self.pods):
+            if r is not None:
+                r.start()
+
+    async def wait_synced(self) -> None:
+        for r in (self.nodes, self.pods):
+            if r is not None:
+                await r.wait_synced()
+
+    async def aclose(self) -> None:
+        await self.server.stop()
+        for r in (self.nodes, self.pods):
+            if r is not None:
+                await r.stop()
+        self.extender.close()
+
+    async def run(self) -> int:
+        """Serve until :meth:`stop` (SIGINT or SIGTERM in :func:`serve`)."""
+        await self.start()
+        try:
+            if self.nodes is not None and self.pods is not None:
+                synced = asyncio.create_task(self.wait_synced())
+                stop = asyncio.create_task(self._stop.wait())
+                await asyncio.wait({synced, stop}, return_when=asyncio.FIRST_COMPLETED)
+                if synced.done():
+                    log.info(
+                        "informers synced: %d nodes, %d assigned pods",
+                        len(self.nodes.store),
+                        len(self.pods.store),
+                    )
+                for task in (synced, stop):
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+            await self._stop.wait()
+        finally:
+            await self.aclose()
+        return 0
+
+
+async def serve(
+    config: KubeSchedulerConfiguration,
+    registry: Registry,
+    options: ServerOptions,
+    *,
+    kubeconfig: str | None = None,
+    standalone: bool = False,
+) -> int:
+    """Run ``kubesched extender`` until SIGINT/SIGTERM; the exit code.
+
+    Unless ``standalone``, connects with ``kubeconfig`` (else the configuration's
+    ``clientConnection.kubeconfig``, ``$KUBECONFIG``, the in-cluster service account,
+    ``~/.kube/config``) and raises :class:`~kubesched.kube.KubeConfigError` if none works.
+    """
+    client: APIClient | None = None
+    if not standalone:
+        cc = config.client_connection
+        client = APIClient.from_kubeconfig(
+            kubeconfig or cc.kubeconfig or None, qps=float(cc.qps), burst=int(cc.burst)
+        )
+    try:
+        service = ExtenderService(config, registry, options, client=client)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, service.stop)
+        return await service.run()
+    finally:
+        if client is not None:
+            await client.aclose()
