@@ -41,9 +41,7 @@ def node_with(name: str, *taints: Taint) -> Node:
 
 
 def untolerated(key: str, value: str) -> Status:
-    return Status(
-        Code.UNSCHEDULABLE_AND_UNRESOLVABLE, f"node(s) had untolerated taint {{{key}: {value}}}"
-    )
+    return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "node(s) had untolerated taint(s)")
 
 
 FILTER_CASES = [

@@ -244,7 +244,7 @@ def test_explain_filters_in_order_until_the_first_rejection() -> None:
     assert nodes["tainted"].filter == {
         "NodeUnschedulable": FILTER_OK,
         "NodeName": FILTER_OK,
-        "TaintToleration": "node(s) had untolerated taint {k: v}",
+        "TaintToleration": "node(s) had untolerated taint(s)",
     }
     assert list(nodes["small"].filter.items())[-1] == ("NodeResourcesFit", "Insufficient cpu")
     assert nodes["good-1"].filter == dict.fromkeys(
