@@ -65,17 +65,52 @@ class SchedulerMetrics:
             registry=r,
         )
 
+        # Labelled children by label values: ``labels()`` costs more than the observation itself
+        # (about 11 of 14 µs here), and these are called several times per scheduling cycle.
+        self._points: dict[tuple[str, Code, str], Histogram] = {}
+        self._plugins: dict[tuple[str, str, Code], Histogram] = {}
+        self._attempts: dict[tuple[str, str], tuple[Counter, Histogram]] = {}
+        self._pending: dict[str, tuple[Gauge, int]] = {}
+
     # framework.Metrics
     def extension_point(self, point: str, status: Code, profile: str, seconds: float) -> None:
-        self.extension_point_duration.labels(point, status.label, profile).observe(seconds)
+        key = (point, status, profile)
+        child = self._points.get(key)
+        if child is None:
+            child = self.extension_point_duration.labels(point, status.label, profile)
+            self._points[key] = child
+        child.observe(seconds)
 
     def plugin(self, plugin: str, point: str, status: Code, seconds: float) -> None:
-        self.plugin_execution_duration.labels(plugin, point, status.label).observe(seconds)
+        key = (plugin, point, status)
+        child = self._plugins.get(key)
+        if child is None:
+            child = self.plugin_execution_duration.labels(plugin, point, status.label)
+            self._plugins[key] = child
+        child.observe(seconds)
 
     def attempt(self, result: str, profile: str, seconds: float) -> None:
-        self.schedule_attempts.labels(result, profile).inc()
-        self.scheduling_attempt_duration.labels(result, profile).observe(seconds)
+        key = (result, profile)
+        children = self._attempts.get(key)
+        if children is None:
+            children = (
+                self.schedule_attempts.labels(result, profile),
+                self.scheduling_attempt_duration.labels(result, profile),
+            )
+            self._attempts[key] = children
+        children[0].inc()
+        children[1].observe(seconds)
 
     def set_pending(self, counts: dict[str, int]) -> None:
+        """Only the sub-queues whose count changed are set."""
+        pending = self._pending
         for queue, n in counts.items():
-            self.pending_pods.labels(queue).set(n)
+            known = pending.get(queue)
+            if known is None:
+                gauge = self.pending_pods.labels(queue)
+            elif known[1] == n:
+                continue
+            else:
+                gauge = known[0]
+            gauge.set(n)
+            pending[queue] = (gauge, n)

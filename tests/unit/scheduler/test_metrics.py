@@ -1,0 +1,50 @@
+"""SchedulerMetrics: the values land under kube-scheduler's names and labels, also when the
+labelled children are reused."""
+
+from __future__ import annotations
+
+from kubesched.framework import Code
+from kubesched.scheduler import SchedulerMetrics
+
+
+def value(m: SchedulerMetrics, name: str, **labels: str) -> float | None:
+    v = m.registry.get_sample_value(name, labels)
+    return None if v is None else float(v)
+
+
+def test_observations_accumulate_per_label_set() -> None:
+    m = SchedulerMetrics()
+    for _ in range(3):
+        m.plugin("NodeResourcesFit", "Filter", Code.SUCCESS, 0.001)
+    m.plugin("NodeResourcesFit", "Filter", Code.UNSCHEDULABLE, 0.002)
+    m.extension_point("Score", Code.SUCCESS, "p", 0.5)
+    m.extension_point("Score", Code.SUCCESS, "p", 0.25)
+    m.attempt("scheduled", "p", 0.1)
+    m.attempt("scheduled", "p", 0.1)
+    m.attempt("unschedulable", "p", 0.1)
+    name = "scheduler_plugin_execution_duration_seconds_count"
+    labels = {"plugin": "NodeResourcesFit", "extension_point": "Filter"}
+    assert value(m, name, **labels, status="Success") == 3
+    assert value(m, name, **labels, status="Unschedulable") == 1
+    assert (
+        value(
+            m,
+            "scheduler_framework_extension_point_duration_seconds_sum",
+            extension_point="Score",
+            status="Success",
+            profile="p",
+        )
+        == 0.75
+    )
+    total = "scheduler_schedule_attempts_total"
+    assert value(m, total, result="scheduled", profile="p") == 2
+    assert value(m, total, result="unschedulable", profile="p") == 1
+
+
+def test_pending_pods_follow_the_latest_counts() -> None:
+    m = SchedulerMetrics()
+    m.set_pending({"active": 3, "backoff": 0})
+    m.set_pending({"active": 3, "backoff": 2})
+    m.set_pending({"active": 0, "backoff": 2})
+    assert value(m, "scheduler_pending_pods", queue="active") == 0
+    assert value(m, "scheduler_pending_pods", queue="backoff") == 2
