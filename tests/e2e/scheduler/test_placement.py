@@ -107,7 +107,7 @@ def test_taints_keep_pods_off_unless_tolerated(
         spec={"nodeSelector": {"kubernetes.io/hostname": "gpu"}},
     )
     assert _unschedulable(admin_client, namespace, "untolerating") == (
-        "0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, "
+        "0/3 nodes are available: 1 node(s) had untolerated taint(s), "
         "2 node(s) didn't match Pod's node affinity/selector."
     )
 

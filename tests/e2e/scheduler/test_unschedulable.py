@@ -47,8 +47,8 @@ def test_unschedulable_pod_gets_event_and_condition_then_schedules_on_a_new_node
     sched = kubesched(scheduler_config(profile))
     create_pod(admin_client, pod_manifest("big", namespace, profile, cpu="2"))
     expected = (
-        "0/3 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint "
-        "{dedicated: gpu}, 1 node(s) were unschedulable."
+        "0/3 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint(s), "
+        "1 node(s) were unschedulable."
     )
 
     failed = eventually(
