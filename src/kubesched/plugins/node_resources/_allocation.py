@@ -113,6 +113,31 @@ def node_lists(
     return requested, allocatable
 
 
+class Scratch:
+    """Reusable work arrays for the vectorized forms, owned by one plugin instance.
+
+    Gathering a few columns for thousands of nodes makes arrays of a few hundred KB. Allocating
+    and freeing such arrays on every call makes glibc's malloc return the memory to the system
+    and fault it back in, which can cost more than the computation. Reusing the same arrays
+    avoids that. An array handed out here is valid until the next call that uses the same key,
+    so results must never alias it.
+    """
+
+    __slots__ = ("_buffers",)
+
+    def __init__(self) -> None:
+        self._buffers: dict[str, npt.NDArray[Any]] = {}
+
+    def get(self, key: str, shape: tuple[int, ...], dtype: type[np.generic]) -> npt.NDArray[Any]:
+        """A C-contiguous array of ``shape`` and ``dtype``, contents undefined."""
+        size = math.prod(shape)
+        buf = self._buffers.get(key)
+        if buf is None or buf.dtype != dtype or buf.size < size:
+            buf = np.empty(max(size, 1024), dtype=dtype)
+            self._buffers[key] = buf
+        return buf[:size].reshape(shape)
+
+
 @dataclass(slots=True)
 class ResourceMatrix:
     """Per-node values of the resources that can count, for the nodes of one call.
@@ -139,8 +164,10 @@ def resource_matrix(
     pod_requests_list: Sequence[int],
     use_requested: bool,
     dtype: type[np.int64] | type[np.float64] = np.int64,
+    scratch: Scratch | None = None,
 ) -> ResourceMatrix:
-    """:func:`allocatable_requested` for every node of ``slots`` at once, as ``dtype``."""
+    """:func:`allocatable_requested` for every node of ``slots`` at once, as ``dtype``; the
+    arrays live in ``scratch`` when given."""
     # (configured index, allocatable column, source of "used", its column)
     plan: list[tuple[int, int, bool, int]] = []
     for i, r in enumerate(resources):
@@ -158,24 +185,35 @@ def resource_matrix(
             if col_or_none is not None:
                 plan.append((i, col_or_none, False, col_or_none))
     n = len(slots)
-    alloc = np.empty((len(plan), n), dtype=dtype)
-    used = np.empty((len(plan), n), dtype=dtype)
+    scratch = scratch or Scratch()
+    alloc = scratch.get("allocatable", (len(plan), n), dtype)
+    used = scratch.get("used", (len(plan), n), dtype)
     if plan:
         # Gathering a node's whole row is one contiguous copy; columns are then cheap views.
-        alloc_rows = table.allocatable.take(slots, axis=0)
+        alloc_rows = gather_rows(table.allocatable, slots, scratch, "allocatable rows")
         requested_rows = non_zero_rows = None
         for k, (_, col, non_zero, used_col) in enumerate(plan):
             alloc[k] = alloc_rows[:, col]
             if non_zero:
                 if non_zero_rows is None:
-                    non_zero_rows = table.non_zero_requested.take(slots, axis=0)
+                    non_zero_rows = gather_rows(
+                        table.non_zero_requested, slots, scratch, "non-zero rows"
+                    )
                 used[k] = non_zero_rows[:, used_col]
             else:
                 if requested_rows is None:
-                    requested_rows = table.requested.take(slots, axis=0)
+                    requested_rows = gather_rows(table.requested, slots, scratch, "requested rows")
                 used[k] = requested_rows[:, used_col]
     pod = [pod_requests_list[p[0]] for p in plan]
     return ResourceMatrix([p[0] for p in plan], alloc, used, pod)
+
+
+def gather_rows(array: IntArray, slots: IntArray, scratch: Scratch, key: str) -> IntArray:
+    """``array[slots]`` (whole rows) into a scratch array."""
+    out: IntArray = scratch.get(key, (len(slots), array.shape[1]), np.int64)
+    # Slots are always valid rows. With mode="raise" numpy would gather into a temporary first.
+    np.take(array, slots, axis=0, out=out, mode="clip")
+    return out
 
 
 # --- scoring functions, one node at a time (the reference the vectorized forms must equal) -----
@@ -271,6 +309,7 @@ def strategy_scores(
     pod_requests_list: Sequence[int],
     strategy: str,
     lut: IntArray | None = None,
+    scratch: Scratch | None = None,
 ) -> IntArray:
     """The score of each node of ``slots`` under a NodeResourcesFit strategy, equal to
     :func:`weighted_score` / :func:`requested_to_capacity_ratio_score` node by node.
@@ -278,7 +317,7 @@ def strategy_scores(
     ``lut`` is :func:`shape_lut` of the shape, for ``RequestedToCapacityRatio``.
     """
     n = len(slots)
-    m = resource_matrix(table, slots, resources, pod_requests_list, False, np.float64)
+    m = resource_matrix(table, slots, resources, pod_requests_list, False, np.float64, scratch)
     if not m.rows or n == 0:
         return np.zeros(n, dtype=np.int64)
     a = m.allocatable
@@ -406,6 +445,7 @@ def balanced_scores(
     slots: IntArray,
     resources: Sequence[WeightedResource],
     pod_requests_list: Sequence[int],
+    scratch: Scratch | None = None,
 ) -> IntArray:
     """:func:`balanced_resource_score` of every node, bit for bit.
 
@@ -414,7 +454,7 @@ def balanced_scores(
     the counted ones alone; the two-fraction case picks each node's first and second counted one.
     """
     n = len(slots)
-    m = resource_matrix(table, slots, resources, pod_requests_list, True)
+    m = resource_matrix(table, slots, resources, pod_requests_list, True, np.int64, scratch)
     r = len(m.rows)
     if r == 0 or n == 0:
         return np.full(n, MAX_NODE_SCORE, dtype=np.int64)
@@ -486,11 +526,13 @@ __all__ = [
     "FLOAT_EXACT_LIMIT",
     "MAX_NODE_SCORE",
     "ResourceMatrix",
+    "Scratch",
     "WeightedResource",
     "allocatable_requested",
     "balanced_resource_score",
     "balanced_scores",
     "broken_linear",
+    "gather_rows",
     "go_div",
     "least_requested_score",
     "most_requested_score",

@@ -40,6 +40,7 @@ from kubesched.framework import (
     Status,
 )
 from kubesched.plugins.node_resources._allocation import (
+    Scratch,
     WeightedResource,
     balanced_resource_score,
     balanced_scores,
@@ -79,6 +80,7 @@ class BalancedAllocation(PreScorePlugin, ScorePlugin):
         if errors:
             raise ConfigError(errors)
         super().__init__(handle, args)
+        self._scratch = Scratch()
         self.resources = [WeightedResource(r.name, int(r.weight)) for r in args.resources]
 
     def _pod_request_list(self, pod: Pod) -> list[int]:
@@ -112,7 +114,8 @@ class BalancedAllocation(PreScorePlugin, ScorePlugin):
         requests = self._requests(state, pod)
         if not any(requests):
             return np.zeros(n, dtype=np.int64), None
-        return balanced_scores(nodes.table, nodes.slots, self.resources, requests), None
+        scores = balanced_scores(nodes.table, nodes.slots, self.resources, requests, self._scratch)
+        return scores, None
 
 
 __all__ = ["NAME", "PRE_SCORE_STATE_KEY", "BalancedAllocation", "PreScoreState"]

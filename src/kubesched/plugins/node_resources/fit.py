@@ -89,7 +89,9 @@ from kubesched.framework import (
 )
 from kubesched.plugins.helper import as_objects
 from kubesched.plugins.node_resources._allocation import (
+    Scratch,
     WeightedResource,
+    gather_rows,
     node_lists,
     pod_request_list,
     requested_to_capacity_ratio_score,
@@ -246,6 +248,7 @@ class NodeResourcesFit(
         if strategy.type not in (LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO):
             raise ValueError(f"scoring strategy {strategy.type} is not supported")
         super().__init__(handle, args)
+        self._scratch = Scratch()
         self.ignored_resources = frozenset(args.ignored_resources)
         self.ignored_resource_groups = frozenset(args.ignored_resource_groups)
         self.strategy: str = strategy.type
@@ -296,8 +299,8 @@ class NodeResourcesFit(
         if isinstance(s, Status):
             return NodeStatuses(np.ones(n, dtype=np.int32), [None, s])
         t = nodes.table
-        alloc = t.allocatable.take(nodes.slots, axis=0)
-        used = t.requested.take(nodes.slots, axis=0)
+        alloc = gather_rows(t.allocatable, nodes.slots, self._scratch, "allocatable rows")
+        used = gather_rows(t.requested, nodes.slots, self._scratch, "requested rows")
         pods_col = t.resource_index[PODS]
         # (bit, nodes short of it); bit 0 is "pods on the node + 1 > allocatable pods".
         short: list[tuple[int, BoolArray]] = []
@@ -392,7 +395,13 @@ class NodeResourcesFit(
             return np.zeros(n, dtype=np.int64), Status(Code.ERROR, "resources not found")
         s = self._pre_score_state(state, pod)
         scores = strategy_scores(
-            nodes.table, nodes.slots, self.resources, s.pod_requests, self.strategy, self._lut
+            nodes.table,
+            nodes.slots,
+            self.resources,
+            s.pod_requests,
+            self.strategy,
+            self._lut,
+            self._scratch,
         )
         return scores, None
 
