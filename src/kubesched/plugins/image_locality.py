@@ -96,6 +96,7 @@ class ImageLocality(ScorePlugin):
         super().__init__(handle, args)
         # image name -> (the holders it was built from, their slots, their sizes)
         self._arrays: dict[str, tuple[dict[int, int], IntArray, IntArray]] = {}
+        self._acc: IntArray = np.zeros(0, dtype=np.int64)
 
     def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status | None]:
         table = self.handle.snapshot.table
@@ -123,7 +124,7 @@ class ImageLocality(ScorePlugin):
             spread = float(len(holders)) / float(total)
             scaled = (sizes.astype(np.float64) * spread).astype(np.int64)
             if acc is None:
-                acc = np.zeros(table.capacity, dtype=np.int64)
+                acc = self._accumulator(table.capacity)
             acc[slots] += scaled
         if acc is None:
             return np.zeros(n, dtype=np.int64), None
@@ -140,6 +141,15 @@ class ImageLocality(ScorePlugin):
         sums /= max_threshold - MIN_THRESHOLD
         np.floor(sums, out=sums)
         return sums.astype(np.int64), None
+
+    def _accumulator(self, capacity: int) -> IntArray:
+        """A zeroed per-slot sum, reusing one array across calls (allocating and freeing arrays
+        this large on every call makes malloc hand memory back and fault it in again)."""
+        if len(self._acc) < capacity:
+            self._acc = np.zeros(capacity, dtype=np.int64)
+        acc = self._acc[:capacity]
+        acc.fill(0)
+        return acc
 
     def _holder_arrays(
         self, table: NodeTable, image: str, holders: dict[int, int]
