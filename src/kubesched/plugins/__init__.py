@@ -22,6 +22,8 @@ IN_TREE: dict[str, str] = {
     "NodeResourcesFit": "node_resources.fit:NodeResourcesFit",
     "NodeResourcesBalancedAllocation": "node_resources.balanced_allocation:BalancedAllocation",
     "ImageLocality": "image_locality:ImageLocality",
+    "PodTopologySpread": "pod_topology_spread:PodTopologySpread",
+    "InterPodAffinity": "inter_pod_affinity:InterPodAffinity",
     "DefaultBinder": "default_binder:DefaultBinder",
 }
 
