@@ -208,8 +208,8 @@ class Scheduler:
         if self._observer is not None:
             self._observer(fwk, pod, state, result)
         host = result.suggested_host
-        assumed = PodInfo.of(pod)
-        self.cache.assume_pod(assumed, host)
+        # The queue derived the pod's requests and ports when it queued this very pod.
+        self.cache.assume_pod(qpi.pod_info, host)
         status = fwk.run_reserve(state, pod, host)
         if status is None:
             status = fwk.run_permit(state, pod, host)
