@@ -19,6 +19,9 @@ from kubesched.framework._interface import (
     NodeStatuses,
     PermitPlugin,
     Plugin,
+    PodActivator,
+    PodEvictor,
+    PodNominator,
     PostBindPlugin,
     PostFilterPlugin,
     PreBindPlugin,
@@ -54,7 +57,7 @@ from kubesched.framework._runtime import (
     ScheduleResult,
     ScoreError,
 )
-from kubesched.framework._snapshot import WORKLOAD_KINDS, Snapshot
+from kubesched.framework._snapshot import WORKLOAD_KINDS, NodeTrial, Snapshot
 from kubesched.framework._status import Code, Status, is_success
 from kubesched.framework._table import BoolArray, IdArray, IntArray, InternedColumn, NodeTable
 
@@ -90,11 +93,15 @@ __all__ = [
     "NodeInfo",
     "NodeStatuses",
     "NodeTable",
+    "NodeTrial",
     "Nodes",
     "PermitPlugin",
     "Plugin",
+    "PodActivator",
+    "PodEvictor",
     "PodGroup",
     "PodInfo",
+    "PodNominator",
     "PodTable",
     "PostBindPlugin",
     "PostFilterPlugin",

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 import msgspec
 import numpy as np
@@ -27,7 +28,9 @@ from kubesched.framework._status import Code, Status
 from kubesched.framework._table import IdArray, IntArray, NodeTable
 
 if TYPE_CHECKING:
-    from kubesched.framework._snapshot import Snapshot
+    from kubesched.framework._snapshot import NodeTrial, Snapshot
+
+T = TypeVar("T")
 
 
 # --- what plugins get to see of the world ---------------------------------------------------
@@ -37,6 +40,41 @@ class APIClient(Protocol):
     """What a plugin may ask of the API server; the front end provides it (or none, in simulate)."""
 
     async def bind(self, namespace: str, name: str, uid: str, node: str) -> None: ...
+
+
+class PodNominator(Protocol):
+    """Pods nominated to nodes by preemption (the scheduling queue keeps them)."""
+
+    def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]:
+        """The pods nominated to ``node_name``, in nomination order."""
+        ...
+
+    def nominated_nodes(self) -> Iterable[str]:
+        """The nodes with at least one nominated pod."""
+        ...
+
+
+class PodActivator(Protocol):
+    """Moves pods waiting in the scheduling queue to its active queue now."""
+
+    def activate(self, pods: Iterable[Pod]) -> None: ...
+
+
+class PodEvictor(Protocol):
+    """How a front end carries a preemption out on the cluster."""
+
+    async def evict(self, victim: Pod, preemptor: Pod) -> None:
+        """Set the victim's ``DisruptionTarget`` condition (reason ``PreemptionByScheduler``)
+        and delete it gracefully. A victim that is already gone is not an error."""
+        ...
+
+    def preempted(self, victim: Pod, preemptor: Pod, node: str, profile: str) -> None:
+        """Record the ``Preempted`` event on the victim."""
+        ...
+
+    async def clear_nominated_node_name(self, pod: Pod) -> None:
+        """Clear the pod's ``status.nominatedNodeName``, if it has one."""
+        ...
 
 
 class Handle(Protocol):
@@ -56,6 +94,45 @@ class Handle(Protocol):
         ...
 
     def get_waiting_pod(self, uid: str) -> WaitingPod | None: ...
+
+    def list_objects(self, kind: type[T]) -> list[T]:
+        """Every object of ``kind`` the front end watches for plugins (``PodDisruptionBudget``
+        ...); empty when it watches none."""
+        ...
+
+    def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]:
+        """``PodNominator``: the pods preemption nominated to ``node_name``."""
+        ...
+
+    def activate(self, pods: Iterable[Pod]) -> None:
+        """Move these pods to the active queue, if they wait in the scheduling queue."""
+        ...
+
+    def trial(self, node_name: str) -> AbstractContextManager[NodeTrial]:
+        """Take pods off or put pods on one node until the ``with`` block ends (dry runs)."""
+        ...
+
+    def run_pre_filter_extension_add_pod(
+        self, state: CycleState, pod: Pod, to_add: PodInfo, node: NodeInfo
+    ) -> Status | None: ...
+
+    def run_pre_filter_extension_remove_pod(
+        self, state: CycleState, pod: Pod, to_remove: PodInfo, node: NodeInfo
+    ) -> Status | None: ...
+
+    def run_filter_plugins_with_nominated_pods(
+        self, state: CycleState, pod: Pod, node: NodeInfo
+    ) -> Status | None:
+        """The profile's Filter plugins on one node as it is now, with the pods nominated there
+        of equal or higher priority counted too (and, if that passes, without them)."""
+        ...
+
+    async def preempt_pod(self, preemptor: Pod, victim: Pod, node: str, plugin: str) -> None:
+        """Evict ``victim`` for ``preemptor`` (a victim waiting at Permit is rejected instead)
+        and record the ``Preempted`` event."""
+        ...
+
+    async def clear_nominated_node_name(self, pod: Pod) -> None: ...
 
 
 class WaitingPod(Protocol):

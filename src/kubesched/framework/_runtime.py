@@ -8,9 +8,11 @@ all drive it the same way, so a decision explained by ``simulate`` is the decisi
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -27,6 +29,9 @@ from kubesched.framework._interface import (
     Nodes,
     PermitPlugin,
     Plugin,
+    PodActivator,
+    PodEvictor,
+    PodNominator,
     PostBindPlugin,
     PostFilterPlugin,
     PreBindPlugin,
@@ -41,12 +46,16 @@ from kubesched.framework._interface import (
     extension_points_of,
     has_normalize_score,
 )
+from kubesched.framework._node_info import NodeInfo, PodInfo
 from kubesched.framework._registry import Registry
-from kubesched.framework._snapshot import Snapshot
+from kubesched.framework._snapshot import NodeTrial, Snapshot
 from kubesched.framework._status import Code, Status
 from kubesched.framework._table import IntArray
 
 P = TypeVar("P", bound=Plugin)
+T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 MAX_NODE_SCORE = 100
 MIN_NODE_SCORE = 0
@@ -216,6 +225,10 @@ class Framework:
         self._metrics = metrics
         self._next_start = 0
         self._waiting: dict[str, _WaitingPod] = {}
+        self._nominator: PodNominator | None = None
+        self._activator: PodActivator | None = None
+        self._evictor: PodEvictor | None = None
+        self._listers: dict[type[Any], Callable[[], Iterable[Any]]] = {}
         self._instances: dict[str, Plugin] = {}
         args = plugin_args or {}
         points: dict[str, list[_Enabled]] = {}
@@ -274,6 +287,58 @@ class Framework:
 
     def get_waiting_pod(self, uid: str) -> _WaitingPod | None:
         return self._waiting.get(uid)
+
+    def list_objects(self, kind: type[T]) -> list[T]:
+        lister = self._listers.get(kind)
+        return [] if lister is None else list(lister())
+
+    def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]:
+        if self._nominator is None:
+            return []
+        return self._nominator.nominated_pods_for_node(node_name)
+
+    def activate(self, pods: Iterable[Pod]) -> None:
+        if self._activator is not None:
+            self._activator.activate(pods)
+
+    def trial(self, node_name: str) -> AbstractContextManager[NodeTrial]:
+        return self._snapshot.trial(node_name)
+
+    async def preempt_pod(self, preemptor: Pod, victim: Pod, node: str, plugin: str) -> None:
+        """``PreemptPod``: a victim waiting at Permit is rejected; any other is evicted by the
+        front end. Without an evictor (``simulate``) nothing is written."""
+        waiting = self._waiting.get(victim.metadata.uid)
+        if waiting is not None:
+            waiting.reject(plugin, "preempted")
+        elif self._evictor is not None:
+            await self._evictor.evict(victim, preemptor)
+        else:
+            log.debug("no evictor: victim %s of %s left in place", victim.key, preemptor.key)
+            return
+        if self._evictor is not None:
+            self._evictor.preempted(victim, preemptor, node, self.profile_name)
+
+    async def clear_nominated_node_name(self, pod: Pod) -> None:
+        if self._evictor is not None:
+            await self._evictor.clear_nominated_node_name(pod)
+
+    # -- what the front end plugs in -------------------------------------------------------------
+
+    def set_pod_nominator(self, nominator: PodNominator | None) -> None:
+        """Where nominated pods are kept (the scheduling queue): Filter then counts the ones of
+        equal or higher priority on their node, as kube-scheduler does."""
+        self._nominator = nominator
+
+    def set_pod_activator(self, activator: PodActivator | None) -> None:
+        self._activator = activator
+
+    def set_evictor(self, evictor: PodEvictor | None) -> None:
+        """How preemption victims are evicted and nominations cleared on the cluster."""
+        self._evictor = evictor
+
+    def register_lister(self, kind: type[T], lister: Callable[[], Iterable[T]]) -> None:
+        """Serve :meth:`list_objects` for ``kind`` (an informer's store, a list in memory)."""
+        self._listers[kind] = lister
 
     def plugin(self, name: str) -> Plugin | None:
         return self._instances.get(name)
@@ -369,6 +434,8 @@ class Framework:
         """
         start = time.perf_counter()
         slots = nodes.slots
+        if self._nominator is not None and len(slots):
+            slots = self._filter_nodes_with_nominated_pods(state, pod, slots, diagnosis)
         for p in self.filter_plugins:
             if not len(slots):
                 break
@@ -398,6 +465,137 @@ class Framework:
             slots = slots[~failing]
         self._observe("Filter", start, None)
         return Nodes(self._snapshot, slots)
+
+    def _filter_nodes_with_nominated_pods(
+        self, state: CycleState, pod: Pod, slots: IntArray, diagnosis: Diagnosis
+    ) -> IntArray:
+        """The first of kube-scheduler's two Filter passes, on the nodes where pods of equal or
+        higher priority are nominated: with those pods counted. Nodes failing it get its status
+        and leave ``slots``; the others go on to the ordinary pass (without them)."""
+        assert self._nominator is not None
+        failed: list[int] = []
+        candidates: set[int] | None = None
+        for name in self._nominator.nominated_nodes():
+            info = self._snapshot.get(name)
+            if info is None:
+                continue
+            if candidates is None:
+                candidates = set(slots.tolist())
+            if info.slot not in candidates:
+                continue
+            nominated = self._ge_nominated_pods(pod, name)
+            if not nominated:
+                continue
+            status = self._run_filter_plugins_with(state, pod, info, nominated)
+            if status is None:
+                continue
+            if status.code == Code.ERROR:
+                raise FilterError(status.plugin, status)
+            diagnosis.groups.append(NodeGroup(np.array([info.slot], dtype=np.int64), status))
+            if status.code == Code.PENDING:
+                diagnosis.pending_plugins.add(status.plugin)
+            else:
+                diagnosis.unschedulable_plugins.add(status.plugin)
+            failed.append(info.slot)
+        if failed:
+            slots = slots[~np.isin(slots, failed)]
+        return slots
+
+    def _ge_nominated_pods(self, pod: Pod, node_name: str) -> list[PodInfo]:
+        """The pods nominated to ``node_name`` with at least ``pod``'s priority, ``pod`` itself
+        and pods already counted on some node (assumed or bound meanwhile) left out."""
+        if self._nominator is None:
+            return []
+        priority = _priority(pod)
+        uid = pod.metadata.uid
+        return [
+            pi
+            for pi in self._nominator.nominated_pods_for_node(node_name)
+            if pi.uid != uid
+            and _priority(pi.pod) >= priority
+            and self._snapshot.node_of_pod(pi.uid) is None
+        ]
+
+    def _run_filter_plugins_with(
+        self, state: CycleState, pod: Pod, node: NodeInfo, nominated: Sequence[PodInfo]
+    ) -> Status | None:
+        """Filter on ``node`` with ``nominated`` counted there (``addGENominatedPods``)."""
+        state_out = state.clone()
+        with self._snapshot.trial(node.name) as trial:
+            for pi in nominated:
+                trial.add_pod(pi)
+                s = self.run_pre_filter_extension_add_pod(state_out, pod, pi, node)
+                if s is not None:
+                    return s
+            return self.run_filter_plugins(state_out, pod, node)
+
+    def run_filter_plugins(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
+        """``RunFilterPlugins`` on one node as the snapshot holds it now: the first rejecting
+        plugin's status, or an Error status."""
+        nodes = Nodes(self._snapshot, np.array([node.slot], dtype=np.int64))
+        for p in self.filter_plugins:
+            if p.name in state.skip_filter_plugins:
+                continue
+            verdict = p.filter_nodes(state, pod, nodes)
+            s = verdict.statuses[int(verdict.ids[0])]
+            if s is None or s.code == Code.SUCCESS:
+                continue
+            if not s.is_rejected():
+                return Status(
+                    Code.ERROR,
+                    f"running {_go_quote(p.name)} filter plugin: {s.message}",
+                    plugin=p.name,
+                    error=s.error,
+                )
+            return s.with_plugin(p.name)
+        return None
+
+    def run_filter_plugins_with_nominated_pods(
+        self, state: CycleState, pod: Pod, node: NodeInfo
+    ) -> Status | None:
+        """``RunFilterPluginsWithNominatedPods``: Filter on one node twice when pods of equal or
+        higher priority are nominated there, with them counted and, if that passes, without
+        (so that neither resources nor pod affinity are judged optimistically)."""
+        nominated = self._ge_nominated_pods(pod, node.name)
+        if nominated:
+            status = self._run_filter_plugins_with(state, pod, node, nominated)
+            if status is not None:
+                return status
+        return self.run_filter_plugins(state, pod, node)
+
+    def run_pre_filter_extension_add_pod(
+        self, state: CycleState, pod: Pod, to_add: PodInfo, node: NodeInfo
+    ) -> Status | None:
+        """PreFilterExtensions ``AddPod`` of every PreFilter plugin not skipped."""
+        for p in self.pre_filter_plugins:
+            if p.name in state.skip_filter_plugins:
+                continue
+            s = p.add_pod(state, pod, to_add, node)
+            if s is not None and s.code != Code.SUCCESS:
+                return Status(
+                    Code.ERROR,
+                    f"running AddPod on PreFilter plugin {_go_quote(p.name)}: {s.message}",
+                    plugin=p.name,
+                    error=s.error,
+                )
+        return None
+
+    def run_pre_filter_extension_remove_pod(
+        self, state: CycleState, pod: Pod, to_remove: PodInfo, node: NodeInfo
+    ) -> Status | None:
+        """PreFilterExtensions ``RemovePod`` of every PreFilter plugin not skipped."""
+        for p in self.pre_filter_plugins:
+            if p.name in state.skip_filter_plugins:
+                continue
+            s = p.remove_pod(state, pod, to_remove, node)
+            if s is not None and s.code != Code.SUCCESS:
+                return Status(
+                    Code.ERROR,
+                    f"running RemovePod on PreFilter plugin {_go_quote(p.name)}: {s.message}",
+                    plugin=p.name,
+                    error=s.error,
+                )
+        return None
 
     def run_post_filter(
         self, state: CycleState, pod: Pod, filtered: dict[str, Status]
@@ -505,6 +703,9 @@ class Framework:
                 else:
                     diagnosis.unschedulable_plugins.add(status.plugin)
             return Nodes(self._snapshot, all_nodes.slots[:0]), diagnosis
+        feasible = self._evaluate_nominated_node(state, pod, len(all_nodes))
+        if feasible is not None:
+            return feasible, diagnosis
         candidates = all_nodes
         if result is not None and result.node_names is not None:
             names = self._snapshot.table.names
@@ -525,6 +726,21 @@ class Framework:
             candidates = self._sampled(state, pod, candidates, want, diagnosis)
             return candidates, diagnosis
         return self.run_filter(state, pod, candidates, diagnosis), diagnosis
+
+    def _evaluate_nominated_node(self, state: CycleState, pod: Pod, num_all: int) -> Nodes | None:
+        """``evaluateNominatedNode``: a pod that preemption nominated to a node tries that node
+        first (it is likely the only one with room); the node, if it passes Filter."""
+        name = pod.status.nominated_node_name
+        info = self._snapshot.get(name) if name else None
+        if info is None:
+            return None
+        one = Nodes(self._snapshot, np.array([info.slot], dtype=np.int64))
+        try:
+            feasible = self.run_filter(state, pod, one, Diagnosis(num_all_nodes=num_all))
+        except FilterError as e:
+            log.error("evaluation failed on nominated node %s for pod %s: %s", name, pod.key, e)
+            return None
+        return feasible if len(feasible) else None
 
     def _sampled(
         self, state: CycleState, pod: Pod, candidates: Nodes, want: int, diagnosis: Diagnosis
@@ -659,6 +875,11 @@ class Framework:
     def run_post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None:
         for p in self.post_bind_plugins:
             p.post_bind(state, pod, node_name)
+
+
+def _priority(pod: Pod) -> int:
+    """``corev1helpers.PodPriority``: ``spec.priority``, 0 when unset."""
+    return pod.spec.priority if pod.spec.priority is not None else 0
 
 
 def _go_list(items: Sequence[str]) -> str:

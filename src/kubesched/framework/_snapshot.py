@@ -13,6 +13,7 @@ constraints). A front end that does not feed them leaves those features inert.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator, Mapping
 
 import numpy as np
@@ -81,6 +82,28 @@ class Snapshot:
     def pod_info(self, uid: str) -> PodInfo | None:
         node = self._pod_node.get(uid)
         return None if node is None else self._infos[node].pods.get(uid)
+
+    # -- what-if evaluations ------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def trial(self, node_name: str) -> Iterator[NodeTrial]:
+        """Change the pods of one node for the length of a ``with`` block.
+
+        kube-scheduler evaluates "what if these pods were gone, or those were there" (preemption
+        victims, nominated pods) on a copy of one NodeInfo. Here plugins read the shared table,
+        so the change is made on the snapshot itself and undone, in reverse order, when the block
+        ends (also on an exception): the node's pods, their order, table rows and pod groups are
+        as before. The scheduling cycle does not yield meanwhile, so nobody else sees the change.
+        """
+        info = self.get(node_name)
+        if info is None:
+            raise KeyError(f"node {node_name!r} is not in the snapshot")
+        trial = NodeTrial(self, info)
+        order = list(info.pods)
+        try:
+            yield trial
+        finally:
+            trial.undo(order)
 
     # -- nodes ------------------------------------------------------------------------------
 
@@ -225,3 +248,44 @@ class Snapshot:
     def workload_selectors(self, kind: str, namespace: str) -> Mapping[str, LabelSelector]:
         """The recorded selectors of ``kind`` objects in ``namespace``: name -> selector."""
         return self._workloads[kind].get(namespace, {})
+
+
+class NodeTrial:
+    """Pods taken off or put on one node by :meth:`Snapshot.trial`; undone when it ends."""
+
+    __slots__ = ("_journal", "_snapshot", "node")
+
+    def __init__(self, snapshot: Snapshot, node: NodeInfo) -> None:
+        self._snapshot = snapshot
+        #: The node's NodeInfo: it reflects the changes while the trial lasts.
+        self.node = node
+        self._journal: list[tuple[bool, PodInfo]] = []
+
+    def remove_pod(self, pod: PodInfo) -> None:
+        """Stop counting ``pod`` (which must be on this node)."""
+        if self._snapshot.node_of_pod(pod.uid) != self.node.name:
+            raise ValueError(f"pod {pod.key} is not counted on node {self.node.name}")
+        self._snapshot.remove_pod(pod.uid)
+        self._journal.append((False, pod))
+
+    def add_pod(self, pod: PodInfo) -> None:
+        """Count ``pod`` on this node (it must not be counted anywhere yet)."""
+        if self._snapshot.node_of_pod(pod.uid) is not None:
+            raise ValueError(f"pod {pod.key} is already counted on a node")
+        self._snapshot.add_pod(pod, self.node.name)
+        self._journal.append((True, pod))
+
+    def undo(self, order: list[str]) -> None:
+        """Revert every change, last first, and restore the node's pod order."""
+        snapshot, name = self._snapshot, self.node.name
+        while self._journal:
+            added, pod = self._journal.pop()
+            if added:
+                snapshot.remove_pod(pod.uid)
+            else:
+                snapshot.add_pod(pod, name)
+        pods = self.node.pods
+        if list(pods) != order:
+            kept = [(uid, pods[uid]) for uid in order]
+            pods.clear()
+            pods.update(kept)

@@ -1,0 +1,369 @@
+"""The runtime's support for preemption: node trials, nominated pods in Filter, the nominated
+node first, PreFilterExtensions, and victims evicted through the front end."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Iterable
+from typing import Any
+
+import msgspec
+import numpy as np
+import pytest
+
+from builders import make_node, make_pod
+from kubesched.api import Pod
+from kubesched.framework import (
+    BindPlugin,
+    Code,
+    CycleState,
+    FilterPlugin,
+    FitError,
+    Framework,
+    NodeInfo,
+    Nodes,
+    PermitPlugin,
+    PodInfo,
+    PreFilterPlugin,
+    PreFilterResult,
+    QueuedPodInfo,
+    QueueSortPlugin,
+    Registry,
+    Snapshot,
+    Status,
+)
+
+
+class Sort(QueueSortPlugin):
+    name = "Sort"
+
+    def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+        return a.timestamp < b.timestamp
+
+
+class Binder(BindPlugin):
+    name = "Binder"
+
+    async def bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        return None
+
+
+class CpuFit(FilterPlugin):
+    """Per-node form: the pod's CPU request must fit in what the node has left."""
+
+    name = "CpuFit"
+
+    def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
+        want = PodInfo.of(pod).requests.get("cpu", 0)
+        if node.allocatable.get("cpu", 0) - node.requested.get("cpu", 0) < want:
+            return Status(Code.UNSCHEDULABLE, "Insufficient cpu")
+        return None
+
+
+class CountOnNode(PreFilterPlugin, FilterPlugin):
+    """Counts pods added and removed through PreFilterExtensions in its cycle state, and
+    rejects nodes labelled ``error=true`` in AddPod/RemovePod."""
+
+    name = "CountOnNode"
+
+    def pre_filter(
+        self, state: CycleState, pod: Pod, nodes: Nodes
+    ) -> tuple[PreFilterResult | None, Status | None]:
+        state.write("count", _Counter())
+        return None, None
+
+    def add_pod(
+        self, state: CycleState, pod: Pod, to_add: PodInfo, node: NodeInfo
+    ) -> Status | None:
+        return self._bump(state, node, 1)
+
+    def remove_pod(
+        self, state: CycleState, pod: Pod, to_remove: PodInfo, node: NodeInfo
+    ) -> Status | None:
+        return self._bump(state, node, -1)
+
+    def _bump(self, state: CycleState, node: NodeInfo, delta: int) -> Status | None:
+        assert node.node is not None
+        if node.node.metadata.labels.get("error") == "true":
+            return Status(Code.ERROR, "failed to update")
+        state.read("count", _Counter).n += delta
+        return None
+
+    def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
+        limit = pod.metadata.annotations.get("max-added")
+        if limit is not None and state.read("count", _Counter).n > int(limit):
+            return Status(Code.UNSCHEDULABLE, "too many added")
+        return None
+
+
+class _Counter:
+    def __init__(self) -> None:
+        self.n = 0
+
+    def clone(self) -> _Counter:
+        c = _Counter()
+        c.n = self.n
+        return c
+
+
+class Hold(PermitPlugin):
+    name = "Hold"
+
+    def permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status | None, float]:
+        return Status(Code.WAIT), 30.0
+
+
+REGISTRY = Registry({p.name: p for p in (Sort, Binder, CpuFit, CountOnNode, Hold)})
+
+
+def framework(snapshot: Snapshot) -> Framework:
+    return Framework(
+        profile_name="test",
+        registry=REGISTRY,
+        plugins={
+            "queueSort": [("Sort", 1)],
+            "bind": [("Binder", 1)],
+            "preFilter": [("CountOnNode", 1)],
+            "filter": [("CpuFit", 1), ("CountOnNode", 1)],
+            "permit": [("Hold", 1)],
+        },
+        snapshot=snapshot,
+        rng=random.Random(1),
+    )
+
+
+class Nominator:
+    def __init__(self) -> None:
+        self.pods: dict[str, list[PodInfo]] = {}
+
+    def nominate(self, pod: Pod, node: str) -> None:
+        self.pods.setdefault(node, []).append(PodInfo.of(pod))
+
+    def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]:
+        return list(self.pods.get(node_name, []))
+
+    def nominated_nodes(self) -> Iterable[str]:
+        return [n for n, pods in self.pods.items() if pods]
+
+
+def cluster() -> Snapshot:
+    s = Snapshot()
+    s.set_node(make_node("n1", cpu="2"))
+    s.set_node(make_node("n2", cpu="2"))
+    s.set_node(make_node("n3", cpu="2", labels={"error": "true"}))
+    return s
+
+
+def with_status(pod: Pod, nominated: str) -> Pod:
+    return msgspec.structs.replace(
+        pod, status=msgspec.structs.replace(pod.status, nominated_node_name=nominated)
+    )
+
+
+# --- trials ------------------------------------------------------------------------------------
+
+
+def test_a_trial_changes_one_node_and_is_undone_exactly() -> None:
+    s = cluster()
+    a, b, c = (PodInfo.of(make_pod(n, cpu="500m", labels={"app": n})) for n in "abc")
+    for p in (a, b, c):
+        s.add_pod(p, "n1")
+    slot = s.slot_of("n1")
+    assert slot is not None
+    cpu = s.table.resource_index["cpu"]
+    rows = s.pods.slots[: s.pods.size].copy()
+    groups = s.pods.group_ids[: s.pods.size].copy()
+    extra = PodInfo.of(make_pod("extra", cpu="250m"))
+
+    with s.trial("n1") as trial:
+        trial.remove_pod(a)
+        trial.remove_pod(c)
+        trial.add_pod(extra)
+        assert list(trial.node.pods) == [b.uid, extra.uid]
+        assert s.table.requested[slot, cpu] == 750
+        assert s.node_of_pod(a.uid) is None
+        assert s.node_of_pod(extra.uid) == "n1"
+        with pytest.raises(ValueError, match="already counted"):
+            trial.add_pod(b)
+
+    info = s.get("n1")
+    assert info is not None
+    assert list(info.pods) == [a.uid, b.uid, c.uid]
+    assert s.table.requested[slot, cpu] == 1500
+    assert s.node_of_pod(extra.uid) is None
+    np.testing.assert_array_equal(s.pods.slots[: s.pods.size], rows)
+    np.testing.assert_array_equal(s.pods.group_ids[: s.pods.size], groups)
+
+
+def test_a_trial_is_undone_when_the_block_raises() -> None:
+    s = cluster()
+    a = PodInfo.of(make_pod("a", cpu="1"))
+    s.add_pod(a, "n1")
+
+    def fail_midway() -> None:
+        with s.trial("n1") as trial:
+            trial.remove_pod(a)
+            raise RuntimeError
+
+    with pytest.raises(RuntimeError):
+        fail_midway()
+    assert s.node_of_pod(a.uid) == "n1"
+    with s.trial("n2") as trial, pytest.raises(ValueError, match="not counted on node n2"):
+        trial.remove_pod(a)
+
+
+# --- nominated pods in Filter ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("nominated_priority", "pod_priority", "fits_n1"),
+    [
+        (100, 10, False),  # a higher-priority pod holds the room
+        (10, 10, False),  # so does one of equal priority
+        (5, 10, True),  # a lower-priority one does not
+    ],
+)
+def test_nominated_pods_of_equal_or_higher_priority_count_in_filter(
+    nominated_priority: int, pod_priority: int, fits_n1: bool
+) -> None:
+    s = cluster()
+    s.add_pod(PodInfo.of(make_pod("busy2", cpu="2")), "n2")
+    s.add_pod(PodInfo.of(make_pod("busy3", cpu="2")), "n3")
+    fw = framework(s)
+    nominator = Nominator()
+    fw.set_pod_nominator(nominator)
+    nominator.nominate(make_pod("preemptor", cpu="1500m", priority=nominated_priority), "n1")
+    pod = make_pod("p", cpu="1", priority=pod_priority)
+
+    state = CycleState()
+    if fits_n1:
+        assert fw.schedule_pod(state, pod).suggested_host == "n1"
+    else:
+        with pytest.raises(FitError) as e:
+            fw.schedule_pod(state, pod)
+        assert str(e.value) == "0/3 nodes are available: 3 Insufficient cpu."
+    # The trial left nothing behind.
+    info = s.get("n1")
+    assert info is not None
+    assert not info.pods
+    assert s.table.requested[info.slot, s.table.resource_index["cpu"]] == 0
+
+
+def test_the_pod_itself_is_not_counted_as_nominated() -> None:
+    s = cluster()
+    fw = framework(s)
+    nominator = Nominator()
+    fw.set_pod_nominator(nominator)
+    pod = make_pod("p", cpu="2", priority=10)
+    nominator.nominate(pod, "n1")
+    state = CycleState()
+    fw.run_pre_filter(state, pod, fw.all_nodes())
+    n1 = s.get("n1")
+    assert n1 is not None
+    assert fw.run_filter_plugins_with_nominated_pods(state, pod, n1) is None
+
+
+def test_nominated_pods_pass_through_prefilter_extensions_on_a_cloned_state() -> None:
+    s = cluster()
+    fw = framework(s)
+    nominator = Nominator()
+    fw.set_pod_nominator(nominator)
+    for i in range(2):
+        nominator.nominate(make_pod(f"nom{i}", priority=100), "n1")
+    pod = make_pod("p", priority=1, annotations={"max-added": "1"})
+    state = CycleState()
+    fw.run_pre_filter(state, pod, fw.all_nodes())
+    n1, n2 = s.get("n1"), s.get("n2")
+    assert n1 is not None
+    assert n2 is not None
+
+    status = fw.run_filter_plugins_with_nominated_pods(state, pod, n1)
+    assert status == Status(Code.UNSCHEDULABLE, "too many added", plugin="CountOnNode")
+    # The pass with the nominated pods worked on a copy of the state.
+    assert state.read("count", _Counter).n == 0
+    assert fw.run_filter_plugins_with_nominated_pods(state, pod, n2) is None
+
+
+def test_prefilter_extension_errors_name_the_plugin() -> None:
+    s = cluster()
+    fw = framework(s)
+    pod = make_pod("p")
+    state = CycleState()
+    fw.run_pre_filter(state, pod, fw.all_nodes())
+    n3 = s.get("n3")
+    assert n3 is not None
+    other = PodInfo.of(make_pod("other"))
+    add = fw.run_pre_filter_extension_add_pod(state, pod, other, n3)
+    remove = fw.run_pre_filter_extension_remove_pod(state, pod, other, n3)
+    assert add is not None
+    assert remove is not None
+    assert add.code == remove.code == Code.ERROR
+    assert add.message == 'running AddPod on PreFilter plugin "CountOnNode": failed to update'
+    assert remove.message == (
+        'running RemovePod on PreFilter plugin "CountOnNode": failed to update'
+    )
+    # A plugin whose PreFilter said Skip is left out.
+    state.skip_filter_plugins.add("CountOnNode")
+    assert fw.run_pre_filter_extension_add_pod(state, pod, other, n3) is None
+
+
+def test_the_nominated_node_is_tried_first_and_alone() -> None:
+    s = cluster()
+    fw = framework(s)
+    pod = with_status(make_pod("p", cpu="1"), "n2")
+    result = fw.schedule_pod(CycleState(), pod)
+    assert (result.suggested_host, result.feasible_nodes, result.evaluated_nodes) == ("n2", 1, 1)
+    # A nominated node that no longer fits: every node is evaluated.
+    s.add_pod(PodInfo.of(make_pod("busy", cpu="2")), "n2")
+    result = fw.schedule_pod(CycleState(), pod)
+    assert result.feasible_nodes == 2
+    assert result.suggested_host in {"n1", "n3"}
+
+
+# --- evicting victims -------------------------------------------------------------------------
+
+
+class Evictor:
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+
+    async def evict(self, victim: Pod, preemptor: Pod) -> None:
+        self.calls.append(("evict", victim.metadata.name, preemptor.metadata.name))
+
+    def preempted(self, victim: Pod, preemptor: Pod, node: str, profile: str) -> None:
+        self.calls.append(("event", victim.metadata.name, node, profile))
+
+    async def clear_nominated_node_name(self, pod: Pod) -> None:
+        self.calls.append(("clear", pod.metadata.name))
+
+
+async def test_victims_are_evicted_or_rejected_at_permit() -> None:
+    s = cluster()
+    fw = framework(s)
+    preemptor, victim, waiting = make_pod("pre"), make_pod("victim"), make_pod("waiting")
+    # Without an evictor nothing happens.
+    await fw.preempt_pod(preemptor, victim, "n1", "DefaultPreemption")
+    evictor = Evictor()
+    fw.set_evictor(evictor)
+    assert fw.run_permit(CycleState(), waiting, "n1") == Status(
+        Code.WAIT, "one or more plugins asked to wait"
+    )
+    outcome = asyncio.ensure_future(fw.wait_on_permit(waiting))
+    await fw.preempt_pod(preemptor, victim, "n1", "DefaultPreemption")
+    await fw.preempt_pod(preemptor, waiting, "n1", "DefaultPreemption")
+    await fw.clear_nominated_node_name(victim)
+    assert await outcome == Status(Code.UNSCHEDULABLE, "preempted", plugin="DefaultPreemption")
+    assert evictor.calls == [
+        ("evict", "victim", "pre"),
+        ("event", "victim", "n1", "test"),
+        ("event", "waiting", "n1", "test"),
+        ("clear", "victim"),
+    ]
+
+
+def test_list_objects_serves_registered_listers() -> None:
+    fw = framework(cluster())
+    assert fw.list_objects(int) == []
+    fw.register_lister(int, lambda: [1, 2])
+    assert fw.list_objects(int) == [1, 2]
