@@ -19,6 +19,7 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 
 from kubesched.api import Pod
+from kubesched.config import format_duration
 from kubesched.framework._cycle_state import CycleState
 from kubesched.framework._interface import (
     APIClient,
@@ -171,7 +172,7 @@ class _WaitingPod:
                 t,
                 self.reject,
                 name,
-                f"rejected due to timeout after waiting {t:g}s at plugin {name}",
+                f"rejected due to timeout after waiting {format_duration(t)} at plugin {name}",
             )
             for name, t in pending.items()
         ]
@@ -600,25 +601,36 @@ class Framework:
     def run_post_filter(
         self, state: CycleState, pod: Pod, filtered: dict[str, Status]
     ) -> tuple[str | None, Status | None]:
-        """PostFilter plugins until one succeeds (preemption nominates a node)."""
+        """PostFilter plugins until one succeeds (``RunPostFilterPlugins``).
+
+        The nominated node is ``None`` to leave the pod's nomination as it is, ``""`` to clear
+        it, or a node name. A success, an UnschedulableAndUnresolvable or an Error status ends the
+        run; Unschedulable ones are merged (their reasons, the first plugin, the last nomination
+        that was not ``None``).
+        """
         start = time.perf_counter()
-        messages = []
-        result: tuple[str | None, Status | None] = (None, None)
+        nominated: str | None = None
+        reasons: list[str] = []
+        rejector = ""
+        status: Status | None = None
         for p in self.post_filter_plugins:
-            nominated, s = p.post_filter(state, pod, filtered)
+            node, s = p.post_filter(state, pod, filtered)
             if s is None or s.code == Code.SUCCESS:
-                result = (nominated, s)
-                messages = [s.message] if s is not None and s.message else []
-                break
-            if s.code == Code.ERROR:
-                result = (None, s.with_plugin(p.name))
-                break
-            if s.message:
-                messages.append(s.message)
-            result = (None, s.with_plugin(p.name))
-        nominated, status = result
-        if status is not None and messages:
-            status = Status(status.code, *messages, plugin=status.plugin, error=status.error)
+                self._observe("PostFilter", start, s)
+                return node, s
+            if s.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                self._observe("PostFilter", start, s)
+                return node, s.with_plugin(p.name)
+            if not s.is_rejected():
+                status = Status(Code.ERROR, s.message, plugin=p.name, error=s.error)
+                self._observe("PostFilter", start, status)
+                return None, status
+            if node is not None:
+                nominated = node
+            reasons.extend(s.reasons)
+            rejector = rejector or p.name
+        if rejector:
+            status = Status(Code.UNSCHEDULABLE, *reasons, plugin=rejector)
         self._observe("PostFilter", start, status)
         return nominated, status
 

@@ -286,4 +286,4 @@ async def test_permit_wait_then_allow_or_timeout() -> None:
     status = await fw.wait_on_permit(late)
     assert status is not None
     assert status.code == Code.UNSCHEDULABLE
-    assert "rejected due to timeout after waiting 0.05s at plugin Gang" in status.message
+    assert "rejected due to timeout after waiting 50ms at plugin Gang" in status.message

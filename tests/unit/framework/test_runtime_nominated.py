@@ -25,6 +25,7 @@ from kubesched.framework import (
     Nodes,
     PermitPlugin,
     PodInfo,
+    PostFilterPlugin,
     PreFilterPlugin,
     PreFilterResult,
     QueuedPodInfo,
@@ -114,7 +115,24 @@ class Hold(PermitPlugin):
         return Status(Code.WAIT), 30.0
 
 
-REGISTRY = Registry({p.name: p for p in (Sort, Binder, CpuFit, CountOnNode, Hold)})
+class Answer(PostFilterPlugin):
+    """Answers what the pod's ``<name>`` annotation says: ``code:node:reason``."""
+
+    name = "Answer"
+
+    def post_filter(
+        self, state: CycleState, pod: Pod, filtered: dict[str, Status]
+    ) -> tuple[str | None, Status | None]:
+        code, node, reason = pod.metadata.annotations[self.name].split(":")
+        status = None if code == "ok" else Status(Code[code], *([reason] if reason else []))
+        return (None if node == "-" else node), status
+
+
+class Again(Answer):
+    name = "Again"
+
+
+REGISTRY = Registry({p.name: p for p in (Sort, Binder, CpuFit, CountOnNode, Hold, Answer, Again)})
 
 
 def framework(snapshot: Snapshot) -> Framework:
@@ -367,3 +385,48 @@ def test_list_objects_serves_registered_listers() -> None:
     assert fw.list_objects(int) == []
     fw.register_lister(int, lambda: [1, 2])
     assert fw.list_objects(int) == [1, 2]
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "nominated", "status"),
+    [
+        # Unschedulable answers merge: reasons, the first rejector, the last real nomination.
+        (
+            "UNSCHEDULABLE::a",
+            "UNSCHEDULABLE:-:b",
+            "",
+            Status(Code.UNSCHEDULABLE, "a", "b", plugin="Answer"),
+        ),
+        (
+            "UNSCHEDULABLE:-:a",
+            "UNSCHEDULABLE:-:",
+            None,
+            Status(Code.UNSCHEDULABLE, "a", plugin="Answer"),
+        ),
+        # A success ends the run with its nomination.
+        ("UNSCHEDULABLE::a", "ok:n2:", "n2", None),
+        # So do UnschedulableAndUnresolvable and Error (which loses the nomination).
+        (
+            "UNSCHEDULABLE_AND_UNRESOLVABLE:n1:x",
+            "ok:n2:",
+            "n1",
+            Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "x", plugin="Answer"),
+        ),
+        ("ERROR:n1:boom", "ok:n2:", None, Status(Code.ERROR, "boom", plugin="Answer")),
+    ],
+)
+def test_post_filter_plugins_run_until_one_decides(
+    first: str, second: str, nominated: str | None, status: Status | None
+) -> None:
+    fw = Framework(
+        profile_name="test",
+        registry=REGISTRY,
+        plugins={
+            "queueSort": [("Sort", 1)],
+            "bind": [("Binder", 1)],
+            "postFilter": [("Answer", 1), ("Again", 1)],
+        },
+        snapshot=cluster(),
+    )
+    pod = make_pod("p", annotations={"Answer": first, "Again": second})
+    assert fw.run_post_filter(CycleState(), pod, {}) == (nominated, status)
