@@ -40,7 +40,7 @@ from kubesched.framework._interface import (
     node_for,
 )
 from kubesched.framework._node_info import HostPort, NodeInfo, PodInfo, host_ports, ports_conflict
-from kubesched.framework._pods import PodGroup, PodTable
+from kubesched.framework._pods import AffinityClass, PodGroup, PodTable
 from kubesched.framework._profile import build_frameworks, plugin_args_types
 from kubesched.framework._registry import ENTRY_POINT_GROUP, Registry, RegistryError
 from kubesched.framework._runtime import (
@@ -69,6 +69,7 @@ __all__ = [
     "WORKLOAD_KINDS",
     "APIClient",
     "ActionType",
+    "AffinityClass",
     "BindPlugin",
     "BoolArray",
     "ClusterEvent",
