@@ -53,6 +53,7 @@ from kubesched.config._names import is_qualified_name, is_valid_label_value
 from kubesched.framework import (
     MAX_NODE_SCORE,
     ActionType,
+    AffinityClass,
     BoolArray,
     ClusterEvent,
     ClusterEventWithHint,
@@ -66,7 +67,6 @@ from kubesched.framework import (
     Nodes,
     NodeStatuses,
     NodeTable,
-    PodGroup,
     PodInfo,
     PodTable,
     PreFilterPlugin,
@@ -142,6 +142,16 @@ class Selector:
                 return False
         return True
 
+    def group_mask(self, pods: PodTable) -> BoolArray:
+        """:meth:`matches` for the labels of every group of ``pods`` (by group id), evaluated
+        once per distinct label value."""
+        if self.nothing:
+            return np.zeros(len(pods.groups), dtype=np.bool_)
+        out = pods.live_mask()
+        for key, op, values in self.requirements:
+            out &= pods.label_mask(key, _requirement_holds(op, values))
+        return out
+
     def and_labels(self, labels: Mapping[str, str]) -> Selector:
         """``mergeLabelSetWithSelector``: ``labels`` as equality requirements ANDed with this
         selector; the ``nil`` selector stays ``nil``."""
@@ -172,6 +182,19 @@ class Selector:
             _check_requirement(expr.key, expr.operator, expr.values)
             reqs.append((expr.key, op, frozenset(expr.values)))
         return cls(tuple(reqs))
+
+
+def _requirement_holds(op: int, values: frozenset[str]) -> Callable[[str | None], bool]:
+    def holds(value: str | None) -> bool:
+        if op == _IN:
+            return value is not None and value in values
+        if op == _NOT_IN:
+            return value is None or value not in values
+        if op == _EXISTS:
+            return value is not None
+        return value is None
+
+    return holds
 
 
 NOTHING = Selector(nothing=True)
@@ -234,6 +257,15 @@ class AffinityTerm:
         if namespace in self.namespaces or self.namespace_selector.matches(ns_labels or {}):
             return self.selector.matches(labels)
         return False
+
+    def group_mask(self, pods: PodTable) -> BoolArray:
+        """:meth:`matches` for every group of ``pods``, with no namespace labels (the term of an
+        incoming pod, whose namespaceSelector is merged into its namespaces)."""
+        if self.namespace_selector.matches({}):
+            in_namespaces = pods.live_mask()
+        else:
+            in_namespaces = pods.namespace_mask(self.namespaces)
+        return in_namespaces & self.selector.group_mask(pods)
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,25 +350,12 @@ class PodAffinityTerms:
         return replace(out, errors=tuple(errors)) if errors else out
 
 
-def group_terms(group: PodGroup) -> PodAffinityTerms:
-    """The parsed terms of the pods of ``group``, kept on the group."""
-    terms = group.memo.get(NAME)
+def class_terms(cls: AffinityClass) -> PodAffinityTerms:
+    """The parsed terms of the pods of an affinity class, kept on the class."""
+    terms = cls.memo.get(NAME)
     if not isinstance(terms, PodAffinityTerms):
-        terms = PodAffinityTerms.of(group.pod) if group.affinity is not None else _NO_TERMS
-        group.memo[NAME] = terms
+        terms = cls.memo[NAME] = PodAffinityTerms.of(cls.pod)
     return terms
-
-
-_NO_TERMS = PodAffinityTerms()
-
-
-def _selects(term: AffinityTerm) -> Callable[[PodGroup], bool]:
-    """Whether ``term`` (of an incoming pod: namespaceSelector merged) matches a group's pods."""
-
-    def fn(g: PodGroup) -> bool:
-        return term.matches(g.namespace, g.labels, None)
-
-    return fn
 
 
 def pod_matches_all_terms(terms: Sequence[AffinityTerm], pod: Pod) -> bool:
@@ -587,19 +606,19 @@ class InterPodAffinity(
         pods = snap.pods
         ns, labels = pod.metadata.namespace, pod.metadata.labels
         weights: dict[str, IntArray] = {}
-        for gid in pods.with_affinity:
-            group = pods.groups[gid]
-            assert group is not None
-            for t in group_terms(group).required_anti_affinity:
+        for cls in pods.affinity_classes():
+            for t in class_terms(cls).required_anti_affinity:
                 if t.matches(ns, labels, ns_labels):
                     w = weights.get(t.topology_key)
                     if w is None:
-                        w = weights[t.topology_key] = np.zeros(len(pods.groups), dtype=np.int64)
-                    w[gid] += 1
+                        w = weights[t.topology_key] = np.zeros(len(pods.classes), dtype=np.int64)
+                    w[cls.cid] += 1
         counts: DomainCounts = {}
-        for key, w in weights.items():
-            row_w = w.take(pods.group_ids[: pods.size])
-            _add_rows(counts, snap.table, pods, key, row_w != 0, row_w)
+        if weights:
+            row_classes = pods.group_class.take(pods.group_ids[: pods.size])
+            for key, w in weights.items():
+                row_w = w.take(row_classes)
+                _add_rows(counts, snap.table, pods, key, row_w != 0, row_w)
         return counts
 
     def _incoming_counts(
@@ -610,15 +629,15 @@ class InterPodAffinity(
         aff_counts: DomainCounts = {}
         anti_counts: DomainCounts = {}
         if affinity:
-            lut = pods.group_lookup(
-                lambda g: all(t.matches(g.namespace, g.labels, None) for t in affinity)
-            )
+            lut = affinity[0].group_mask(pods)
+            for t in affinity[1:]:
+                lut &= t.group_mask(pods)
             rows = pods.rows_where(lut)
             for t in affinity:
                 _add_rows(aff_counts, snap.table, pods, t.topology_key, rows)
         for t in anti:
-            lut = pods.group_lookup(_selects(t))
-            _add_rows(anti_counts, snap.table, pods, t.topology_key, pods.rows_where(lut))
+            rows = pods.rows_where(t.group_mask(pods))
+            _add_rows(anti_counts, snap.table, pods, t.topology_key, rows)
         return aff_counts, anti_counts
 
     def add_pod(
@@ -745,7 +764,7 @@ class InterPodAffinity(
         matched = False
         for w, sign in preferred:
             t = w.term
-            rows = pods.rows_where(pods.group_lookup(_selects(t)))
+            rows = pods.rows_where(t.group_mask(pods))
             weights = np.full(pods.size, sign * w.weight, dtype=np.int64)
             matched |= _add_rows(topology, snap.table, pods, t.topology_key, rows, weights)
         return matched
@@ -763,33 +782,32 @@ class InterPodAffinity(
         weights: dict[str, IntArray] = {}
         hits: dict[str, BoolArray] = {}
 
-        def add(gid: int, key: str, weight: int) -> None:
+        def add(cid: int, key: str, weight: int) -> None:
             w = weights.get(key)
             if w is None:
-                w = weights[key] = np.zeros(len(pods.groups), dtype=np.int64)
-                hits[key] = np.zeros(len(pods.groups), dtype=np.bool_)
-            w[gid] += weight
-            hits[key][gid] = True
+                w = weights[key] = np.zeros(len(pods.classes), dtype=np.int64)
+                hits[key] = np.zeros(len(pods.classes), dtype=np.bool_)
+            w[cid] += weight
+            hits[key][cid] = True
 
-        for gid in pods.with_affinity:
-            group = pods.groups[gid]
-            assert group is not None
-            terms = group_terms(group)
+        for cls in pods.affinity_classes():
+            terms = class_terms(cls)
             if hard > 0:
                 for t in terms.required_affinity:
                     if t.matches(ns, labels, ns_labels):
-                        add(gid, t.topology_key, hard)
+                        add(cls.cid, t.topology_key, hard)
             for wt in terms.preferred_affinity:
                 if wt.term.matches(ns, labels, ns_labels):
-                    add(gid, wt.term.topology_key, wt.weight)
+                    add(cls.cid, wt.term.topology_key, wt.weight)
             for wt in terms.preferred_anti_affinity:
                 if wt.term.matches(ns, labels, ns_labels):
-                    add(gid, wt.term.topology_key, -wt.weight)
+                    add(cls.cid, wt.term.topology_key, -wt.weight)
         matched = False
-        group_ids = pods.group_ids[: pods.size]
-        for key, w in weights.items():
-            rows = hits[key].take(group_ids)
-            matched |= _add_rows(topology, snap.table, pods, key, rows, w.take(group_ids))
+        if weights:
+            row_classes = pods.group_class.take(pods.group_ids[: pods.size])
+            for key, w in weights.items():
+                rows = hits[key].take(row_classes)
+                matched |= _add_rows(topology, snap.table, pods, key, rows, w.take(row_classes))
         return matched
 
     def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status | None]:

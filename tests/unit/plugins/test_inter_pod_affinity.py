@@ -1117,3 +1117,42 @@ def test_pod_groups_are_shared_and_released() -> None:
     assert not list(snap.pods.live_groups())
     assert len(snap.pods) == 0
     assert not np.any(snap.pods.group_ids[: snap.pods.size])
+
+
+def test_affinity_classes_are_shared_across_labels() -> None:
+    """StatefulSet-like pods (unique labels, same anti-affinity) share one affinity class."""
+    anti = [req_in("app", "zone", "db")]
+    pods = [
+        pod(f"db-{i}", labels={"app": "db", "name": f"db-{i}"}, node="a", anti=anti)
+        for i in range(4)
+    ]
+    snap = snapshot([node("a", {"zone": "z1"})], pods)
+    table = snap.pods
+    assert len(list(table.live_groups())) == 4
+    classes = list(table.affinity_classes())
+    assert len(classes) == 1
+    assert {int(table.group_class[g.gid]) for g in table.live_groups()} == {classes[0].cid}
+    for p in pods[:3]:
+        snap.remove_pod(p.metadata.uid)
+    assert len(list(table.affinity_classes())) == 1
+    snap.remove_pod(pods[3].metadata.uid)
+    assert not list(table.affinity_classes())
+
+
+def test_label_columns_drop_values_of_gone_pods() -> None:
+    """Unique label values of pods long gone do not pile up in the group label columns."""
+    snap = snapshot([node("a", {"zone": "z1"})])
+    for i in range(10_000):
+        p = pod(f"job-{i}", labels={"run": str(i)}, node="a")
+        snap.add_pod(PodInfo.of(p), "a")
+        snap.remove_pod(p.metadata.uid)
+    col = snap.pods.label("run")
+    assert col is not None
+    assert len(col.values) < 5_000
+    survivor = pod("last", labels={"run": "x", "app": "keep"}, node="a")
+    snap.add_pod(PodInfo.of(survivor), "a")
+    mask = Selector.from_set({"run": "x"}).group_mask(snap.pods)
+    group = snap.pods.group_of(survivor.metadata.uid)
+    assert group is not None
+    assert mask[group.gid]
+    assert int(mask.sum()) == 1
