@@ -634,6 +634,10 @@ class SchedulingQueue:
     def nominated_node(self, uid: str) -> str | None:
         return self._nominated_node.get(uid)
 
+    def nominated_nodes(self) -> list[str]:
+        """The nodes with at least one nominated pod."""
+        return list(self._nominated)
+
     # -- reading -------------------------------------------------------------------------------
 
     def pending_pods(self) -> list[Pod]:

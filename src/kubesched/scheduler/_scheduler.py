@@ -14,15 +14,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+import numpy as np
+
 from kubesched.api import Node, Pod
 from kubesched.framework import (
     ActionType,
     ClusterEvent,
     Code,
     CycleState,
+    Diagnosis,
     FilterError,
     FitError,
     Framework,
+    NodeGroup,
     NoNodesAvailableError,
     PodInfo,
     QueuedPodInfo,
@@ -97,6 +101,10 @@ class Scheduler:
         self._observer = observer
         self._binding: set[asyncio.Task[None]] = set()
         self._stopping = False
+        for fwk in self.profiles.values():
+            # Filter counts the pods preemption nominated; plugins may activate queued pods.
+            fwk.set_pod_nominator(queue)
+            fwk.set_pod_activator(queue)
 
     # -- informer callbacks (kube-scheduler's eventhandlers.go) ---------------------------------
 
@@ -186,7 +194,8 @@ class Scheduler:
         try:
             result = fwk.schedule_pod(state, pod)
         except FitError as fit:
-            nominated = None
+            # No PostFilter: the nomination is cleared. A PostFilter's ``None``: left alone.
+            nominated: str | None = ""
             if fwk.post_filter_plugins:
                 filtered = fit.diagnosis.node_statuses(fwk.snapshot)
                 nominated, pf = fwk.run_post_filter(state, pod, filtered)
@@ -210,6 +219,8 @@ class Scheduler:
         host = result.suggested_host
         # The queue derived the pod's requests and ports when it queued this very pod.
         self.cache.assume_pod(qpi.pod_info, host)
+        # Counted on its node now: its nomination would count it twice.
+        self.queue.delete_nominated_pod_if_exists(pod)
         status = fwk.run_reserve(state, pod, host)
         if status is None:
             status = fwk.run_permit(state, pod, host)
@@ -220,7 +231,8 @@ class Scheduler:
             self.cache.forget_pod(pod.metadata.uid)
             if status.is_rejected():
                 qpi.unschedulable_plugins = {status.plugin} if status.plugin else set()
-                return self._fail(fwk, qpi, REASON_UNSCHEDULABLE, status.message, start)
+                message = _rejected_on_one_node(pod, status)
+                return self._fail(fwk, qpi, REASON_UNSCHEDULABLE, message, start)
             return self._fail(fwk, qpi, REASON_SCHEDULER_ERROR, status.message, start)
         task = asyncio.get_running_loop().create_task(
             self._binding_cycle(fwk, state, qpi, host, start)
@@ -265,10 +277,12 @@ class Scheduler:
             # The resources the pod held may let others fit.
             self.queue.assigned_pod_deleted(pod)
         rejected = status.is_rejected()
+        message = status.message
         if rejected:
             qpi.unschedulable_plugins = {status.plugin} if status.plugin else set()
+            message = _rejected_on_one_node(pod, status)
         reason = REASON_UNSCHEDULABLE if rejected else REASON_SCHEDULER_ERROR
-        self._fail(fwk, qpi, reason, status.message, start)
+        self._fail(fwk, qpi, reason, message, start)
 
     def _fail(
         self,
@@ -277,9 +291,13 @@ class Scheduler:
         reason: str,
         message: str,
         start: float,
-        nominated: str | None = None,
+        nominated: str | None = "",
     ) -> Outcome:
-        """``handleSchedulingFailure``: tell the user, and put the pod back in the queue."""
+        """``handleSchedulingFailure``: tell the user, and put the pod back in the queue.
+
+        ``nominated`` is the pod's nominated node from now on: ``""`` clears a nomination (every
+        failure but a PostFilter's decision), ``None`` leaves it as the pod's status says.
+        """
         pod = qpi.pod
         if self.metrics is not None:
             result = "unschedulable" if reason == REASON_UNSCHEDULABLE else "error"
@@ -294,8 +312,7 @@ class Scheduler:
             qpi.unschedulable_plugins = set()
         qpi.pod_info = PodInfo.of(current)
         self.queue.add_unschedulable_if_not_present(qpi, qpi.cycle)
-        if nominated:
-            self.queue.add_nominated_pod(qpi.pod_info, nominated)
+        self.queue.add_nominated_pod(qpi.pod_info, nominated)
         self.writer.failed(current, reason, message, fwk.profile_name, nominated)
         return Outcome(pod.key, None, reason, message)
 
@@ -303,6 +320,13 @@ class Scheduler:
         if self._pod_lookup is None:
             return pod
         return self._pod_lookup(pod.metadata.namespace, pod.metadata.name)
+
+
+def _rejected_on_one_node(pod: Pod, status: Status) -> str:
+    """A rejection at Reserve or Permit, written as kube-scheduler writes it: a FitError about
+    the one node the pod was meant for (``0/1 nodes are available: 1 <reason>.``)."""
+    diagnosis = Diagnosis(num_all_nodes=1, groups=[NodeGroup(np.zeros(1, np.int64), status)])
+    return str(FitError(pod, diagnosis))
 
 
 class PodLookup(Protocol):

@@ -360,7 +360,11 @@ def test_the_scheduling_and_binding_cycles_run_as_in_kubesched_run() -> None:
     result = _run(inputs, config=config, registry=registry)
     assert _placements(result) == {"ok": "a", "reject-me": None, "after": "a"}
     rejected = result.pods[1]
-    assert (rejected.reason, rejected.message) == ("Unschedulable", "not today")
+    # As kube-scheduler words a rejection at Permit: a FitError about the one node.
+    assert (rejected.reason, rejected.message) == (
+        "Unschedulable",
+        "0/1 nodes are available: 1 not today.",
+    )
     assert _Recording.calls == [
         "reserve ok a",
         "reserve reject-me a",
