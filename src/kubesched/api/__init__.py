@@ -41,6 +41,11 @@ from kubesched.api._objects import (
     WatchEvent,
     WeightedPodAffinityTerm,
 )
+from kubesched.api._policy import (
+    PodDisruptionBudget,
+    PodDisruptionBudgetSpec,
+    PodDisruptionBudgetStatus,
+)
 from kubesched.api._quantity import (
     QuantityError,
     parse_quantity,
@@ -115,6 +120,9 @@ __all__ = [
     "PodAffinity",
     "PodAffinityTerm",
     "PodCondition",
+    "PodDisruptionBudget",
+    "PodDisruptionBudgetSpec",
+    "PodDisruptionBudgetStatus",
     "PodSchedulingGate",
     "PodSpec",
     "PodStatus",

@@ -226,6 +226,8 @@ class PodStatus(_Obj):
     phase: str = ""
     conditions: list[PodCondition] = []
     nominated_node_name: str = ""
+    # RFC 3339; preemption prefers victims that started last.
+    start_time: str | None = None
 
 
 class Pod(_Obj, kw_only=True):
