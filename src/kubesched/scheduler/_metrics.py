@@ -71,6 +71,9 @@ class SchedulerMetrics:
         self._plugins: dict[tuple[str, str, Code], Histogram] = {}
         self._attempts: dict[tuple[str, str], tuple[Counter, Histogram]] = {}
         self._pending: dict[str, tuple[Gauge, int]] = {}
+        # As kube-scheduler: every queue's series exists from the start, at 0, so dashboards and
+        # alerts see an idle scheduler rather than no data.
+        self.set_pending(dict.fromkeys(("active", "backoff", "unschedulable", "gated"), 0))
 
     # framework.Metrics
     def extension_point(self, point: str, status: Code, profile: str, seconds: float) -> None:
