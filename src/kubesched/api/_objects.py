@@ -176,10 +176,54 @@ class PersistentVolumeClaimVolumeSource(_Obj):
     read_only: bool = False
 
 
+# In-tree volume sources: VolumeRestrictions compares them between pods on a node, and
+# NodeVolumeLimits counts the ones migrated to CSI drivers. PersistentVolumes use them too.
+
+
+class GCEPersistentDiskVolumeSource(_Obj):
+    pd_name: str = ""
+    fs_type: str = ""
+    partition: int = 0
+    read_only: bool = False
+
+
+class AWSElasticBlockStoreVolumeSource(_Obj):
+    volume_id: str = msgspec.field(default="", name="volumeID")
+    fs_type: str = ""
+    partition: int = 0
+    read_only: bool = False
+
+
+class AzureDiskVolumeSource(_Obj):
+    disk_name: str = ""
+    disk_uri: str = msgspec.field(default="", name="diskURI")
+    read_only: bool | None = None
+
+
+class RBDVolumeSource(_Obj):
+    monitors: list[str] = []
+    image: str = ""
+    # The API server defaults the pool to "rbd".
+    pool: str = "rbd"
+    read_only: bool = False
+
+
+class ISCSIVolumeSource(_Obj):
+    target_portal: str = ""
+    iqn: str = ""
+    lun: int = 0
+    read_only: bool = False
+
+
 class Volume(_Obj):
     name: str
     persistent_volume_claim: PersistentVolumeClaimVolumeSource | None = None
     ephemeral: dict[str, object] | None = None
+    gce_persistent_disk: GCEPersistentDiskVolumeSource | None = None
+    aws_elastic_block_store: AWSElasticBlockStoreVolumeSource | None = None
+    azure_disk: AzureDiskVolumeSource | None = None
+    rbd: RBDVolumeSource | None = None
+    iscsi: ISCSIVolumeSource | None = None
 
 
 class PodSchedulingGate(_Obj):
