@@ -35,6 +35,7 @@ from kubesched.framework._interface import (
     QueueSortPlugin,
     ReservePlugin,
     ScorePlugin,
+    StorageAPIClient,
     WaitingPod,
     extension_points_of,
     node_for,
@@ -59,6 +60,7 @@ from kubesched.framework._runtime import (
 )
 from kubesched.framework._snapshot import WORKLOAD_KINDS, NodeTrial, Snapshot
 from kubesched.framework._status import Code, Status, is_success
+from kubesched.framework._store import ObjectStore, StoredObject
 from kubesched.framework._table import BoolArray, IdArray, IntArray, InternedColumn, NodeTable
 
 __all__ = [
@@ -96,6 +98,7 @@ __all__ = [
     "NodeTable",
     "NodeTrial",
     "Nodes",
+    "ObjectStore",
     "PermitPlugin",
     "Plugin",
     "PodActivator",
@@ -123,6 +126,8 @@ __all__ = [
     "ScorePlugin",
     "Snapshot",
     "Status",
+    "StorageAPIClient",
+    "StoredObject",
     "WaitingPod",
     "build_frameworks",
     "extension_points_of",

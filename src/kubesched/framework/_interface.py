@@ -13,15 +13,15 @@ runtime always calls the vectorized form; its default implementation loops over 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 import msgspec
 import numpy as np
 
-from kubesched.api import Node, Pod
+from kubesched.api import Node, PersistentVolume, PersistentVolumeClaim, Pod
 from kubesched.framework._cycle_state import CycleState
 from kubesched.framework._node_info import NodeInfo, PodInfo
 from kubesched.framework._status import Code, Status
@@ -40,6 +40,25 @@ class APIClient(Protocol):
     """What a plugin may ask of the API server; the front end provides it (or none, in simulate)."""
 
     async def bind(self, namespace: str, name: str, uid: str, node: str) -> None: ...
+
+
+@runtime_checkable
+class StorageAPIClient(APIClient, Protocol):
+    """An :class:`APIClient` that also writes PersistentVolumes and PersistentVolumeClaims, as
+    VolumeBinding's PreBind does. A front end whose client is not one cannot bind volumes.
+
+    ``patch`` is a JSON merge patch; a ``metadata.resourceVersion`` in it is a precondition
+    (a conflict raises). ``status=True`` patches the ``status`` subresource. The answer is the
+    object as stored afterwards.
+    """
+
+    async def patch_persistent_volume(
+        self, name: str, patch: Mapping[str, Any], *, status: bool = False
+    ) -> PersistentVolume: ...
+
+    async def patch_persistent_volume_claim(
+        self, namespace: str, name: str, patch: Mapping[str, Any], *, status: bool = False
+    ) -> PersistentVolumeClaim: ...
 
 
 class PodNominator(Protocol):

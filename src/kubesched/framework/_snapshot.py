@@ -8,7 +8,9 @@ mutates it between cycles through the methods below, which keep rows and NodeInf
 Besides nodes and pods, a snapshot holds the few other objects plugins read, as the front end
 feeds them: Namespace labels (inter-pod affinity's ``namespaceSelector``) and the selectors of the
 Services, ReplicationControllers, ReplicaSets and StatefulSets (PodTopologySpread's default
-constraints). A front end that does not feed them leaves those features inert.
+constraints). Other kinds (PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes
+for the volume plugins) go into :attr:`Snapshot.objects`, an :class:`ObjectStore` by kind and
+name. A front end that does not feed them leaves those features inert.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import numpy as np
 from kubesched.api import LabelSelector, Node, node_allocatable
 from kubesched.framework._node_info import NodeInfo, PodInfo
 from kubesched.framework._pods import PodTable
+from kubesched.framework._store import ObjectStore
 from kubesched.framework._table import IntArray, NodeTable
 
 #: The kinds :meth:`Snapshot.set_workload_selector` takes.
@@ -34,6 +37,10 @@ class Snapshot:
         self.table = NodeTable()
         #: The pods counted on nodes, as rows (see :class:`PodTable`).
         self.pods = PodTable()
+        #: PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes ... by kind.
+        self.objects = ObjectStore()
+        #: ``namespace/claim`` -> how many counted pods use that PVC (``PVCRefCounts``).
+        self._pvc_refs: dict[str, int] = {}
         self._namespaces: dict[str, Mapping[str, str]] = {}
         self._workloads: dict[str, dict[str, dict[str, LabelSelector]]] = {
             k: {} for k in WORKLOAD_KINDS
@@ -82,6 +89,11 @@ class Snapshot:
     def pod_info(self, uid: str) -> PodInfo | None:
         node = self._pod_node.get(uid)
         return None if node is None else self._infos[node].pods.get(uid)
+
+    def is_pvc_used_by_pods(self, namespace: str, claim: str) -> bool:
+        """Whether a counted pod (bound or assumed) uses PVC ``namespace/claim`` through a
+        ``persistentVolumeClaim`` volume (``StorageInfos().IsPVCUsedByPods``)."""
+        return f"{namespace}/{claim}" in self._pvc_refs
 
     # -- what-if evaluations ------------------------------------------------------------------
 
@@ -190,6 +202,7 @@ class Snapshot:
         info.add_pod(pod)
         self._pod_node[pod.uid] = node_name
         self.pods.add(pod.uid, pod.pod, info.slot)
+        self._count_pvcs(pod, 1)
         self._sync_pods_row(info)
         self.generation += 1
 
@@ -200,10 +213,24 @@ class Snapshot:
         info = self._infos[node_name]
         removed = info.remove_pod(uid)
         self.pods.remove(uid)
+        if removed is not None:
+            self._count_pvcs(removed, -1)
         self._sync_pods_row(info)
         self._release_if_empty(info)
         self.generation += 1
         return removed
+
+    def _count_pvcs(self, pod: PodInfo, sign: int) -> None:
+        p = pod.pod
+        for v in p.spec.volumes:
+            if v.persistent_volume_claim is None:
+                continue
+            key = f"{p.metadata.namespace}/{v.persistent_volume_claim.claim_name}"
+            n = self._pvc_refs.get(key, 0) + sign
+            if n > 0:
+                self._pvc_refs[key] = n
+            else:
+                self._pvc_refs.pop(key, None)
 
     def _sync_pods_row(self, info: NodeInfo) -> None:
         t, slot = self.table, info.slot
