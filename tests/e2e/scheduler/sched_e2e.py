@@ -531,7 +531,7 @@ class RestartableAPIServer:
         except (OSError, urllib.error.URLError):
             return False
 
-    def stop(self, signum: int = signal.SIGTERM, timeout: float = 10.0) -> None:
+    def stop(self, signum: int = signal.SIGTERM, timeout: float = 5.0) -> None:
         """SIGTERM as on a rolling restart, or SIGKILL as in a crash.
 
         After SIGTERM, kube-apiserver closes its listener at once but keeps open watches until

@@ -36,8 +36,8 @@ from kubesched.cluster import ClusterInfo
 if TYPE_CHECKING:
     from conftest import AdminClient
 
-BEFORE = 200
-AFTER = 100
+BEFORE = 150
+AFTER = 50
 
 
 @pytest.fixture(scope="module")
