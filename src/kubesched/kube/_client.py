@@ -12,7 +12,7 @@ import asyncio
 import builtins
 import contextlib
 import os
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal, TypeAlias, TypeVar, overload
 
@@ -39,6 +39,8 @@ T = TypeVar("T")
 #: ``KubeSchedulerConfiguration.clientConnection`` defaults.
 DEFAULT_QPS: Final = 50.0
 DEFAULT_BURST: Final = 100
+#: Requests inside the HTTP client at once (more wait for a slot, in order).
+DEFAULT_MAX_IN_FLIGHT: Final = 100
 
 SERVICE_ACCOUNT_DIR: Final = "/var/run/secrets/kubernetes.io/serviceaccount"
 
@@ -157,9 +159,10 @@ class APIClient:
 
     Methods take raw paths (``/api/v1/namespaces/ns/pods``, see :func:`api_path`) and return the
     body as bytes, or decoded into ``type`` when one is given. The client is safe to share
-    between tasks: many requests may be in flight at once. Cancelling a call returns at once,
-    but a request already being sent still completes in the background (its answer dropped),
-    so a cancelled write may have been applied.
+    between tasks: many requests may be in flight at once, at most ``max_in_flight`` of them
+    inside the HTTP client (the others wait their turn; watches do not count). Cancelling a call
+    returns at once, but a request already being sent still completes in the background (its
+    answer dropped), so a cancelled write may have been applied.
     """
 
     def __init__(
@@ -171,6 +174,7 @@ class APIClient:
         burst: int = DEFAULT_BURST,
         user_agent: str | None = None,
         namespace: str = "default",
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     ) -> None:
         self._http = http
         self._stream_http = stream_http or http
@@ -181,6 +185,9 @@ class APIClient:
             "User-Agent": user_agent or f"kubesched/{kubesched.__version__}",
         }
         self._background: set[asyncio.Task[Any]] = set()
+        # The HTTP client's connection pool scans its queue of waiting requests on every
+        # request: with thousands queued (a burst of bindings) that is quadratic.
+        self._slots = asyncio.Semaphore(max(1, max_in_flight))
         self.requests_total = 0
         self.throttled_seconds = 0.0
 
@@ -197,6 +204,7 @@ class APIClient:
         max_connections: int = 512,
         max_keepalive_connections: int = 128,
         user_agent: str | None = None,
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     ) -> APIClient:
         """A client for the cluster found by :func:`load_kubeconfig`.
 
@@ -237,6 +245,7 @@ class APIClient:
             burst=burst,
             user_agent=user_agent,
             namespace=config.namespace,
+            max_in_flight=max_in_flight,
         )
 
     @property
@@ -364,12 +373,17 @@ class APIClient:
         # HTTP/2 connection broken for every other request on it. So the send runs in its own
         # task that a cancellation does not interrupt: the caller is released at once and the
         # response, when it comes, is closed and dropped.
-        task = asyncio.ensure_future(http.send(request, stream=stream))
+        sending = http.send(request, stream=stream)
+        task = asyncio.ensure_future(sending if stream else self._in_slot(sending))
         try:
             return await asyncio.shield(task)
         except asyncio.CancelledError:
             task.add_done_callback(self._discard)
             raise
+
+    async def _in_slot(self, sending: Awaitable[httpx2.Response]) -> httpx2.Response:
+        async with self._slots:
+            return await sending
 
     def _discard(self, task: asyncio.Future[httpx2.Response]) -> None:
         if task.cancelled() or task.exception() is not None:
