@@ -9,14 +9,16 @@ delete them afterwards, so tests see only their own nodes.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 from sched_e2e import (
     OWNER,
     OWNER_LABEL,
+    Client,
+    MakeNodes,
     Runner,
     StartScheduler,
     create_all,
@@ -28,9 +30,6 @@ from sched_e2e import (
 
 from kubesched.cluster import ClusterInfo
 
-if TYPE_CHECKING:
-    from conftest import AdminClient
-
 
 @pytest.fixture
 def profile() -> str:
@@ -39,7 +38,7 @@ def profile() -> str:
 
 
 @pytest.fixture
-def namespace(admin_client: AdminClient) -> Iterator[str]:
+def namespace(admin_client: Client) -> Iterator[str]:
     """A namespace of this test's own; its pods are deleted afterwards."""
     name = f"sched-e2e-{uuid.uuid4().hex[:8]}"
     admin_client.post("/api/v1/namespaces", {"metadata": {"name": name}}).expect(201)
@@ -51,18 +50,15 @@ def namespace(admin_client: AdminClient) -> Iterator[str]:
         admin_client.delete(f"/api/v1/namespaces/{name}")
 
 
-MakeNodes = Callable[..., list[str]]
-
-
 @pytest.fixture(scope="package", autouse=True)
-def _no_leftover_nodes(admin_client: AdminClient) -> None:
+def _no_leftover_nodes(admin_client: Client) -> None:
     """Nodes an interrupted run of these tests left behind would take pods."""
     for node in list_nodes(admin_client, labelSelector=f"{OWNER_LABEL}={OWNER}"):
         delete_node(admin_client, node["metadata"]["name"])
 
 
 @pytest.fixture
-def make_nodes(admin_client: AdminClient) -> Iterator[Callable[[list[dict[str, Any]]], None]]:
+def make_nodes(admin_client: Client) -> Iterator[MakeNodes]:
     """Create node manifests now; delete them after the test."""
     created: list[str] = []
 
@@ -82,7 +78,7 @@ def kubesched(
     tmp_path: Path,
     control_plane: ClusterInfo,
     namespace: str,
-    make_nodes: Callable[[list[dict[str, Any]]], None],
+    make_nodes: MakeNodes,
 ) -> Iterator[StartScheduler]:
     """Start ``kubesched run`` (admin kubeconfig unless told otherwise) for this test.
 
@@ -97,7 +93,7 @@ def kubesched(
 
 
 @pytest.fixture
-def only_our_nodes(admin_client: AdminClient) -> None:
+def only_our_nodes(admin_client: Client) -> None:
     """Tests that count nodes (``0/N nodes are available``) need a cluster with none yet."""
     others = [n["metadata"]["name"] for n in list_nodes(admin_client)]
     if others:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import msgspec
 import pytest
@@ -34,9 +34,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from builders import make_node, make_pod
 from kubesched.cluster import ClusterInfo
 
-if TYPE_CHECKING:
-    from conftest import AdminClient
-
 T = TypeVar("T")
 
 #: Label on every node these tests create, so leftovers of an interrupted run can be found.
@@ -44,6 +41,52 @@ OWNER_LABEL = "e2e.kubesched.io/suite"
 OWNER = "scheduler"
 
 REPO = Path(__file__).resolve().parents[3]
+
+
+class Response(Protocol):
+    """An answer of the admin client (``tests/e2e/conftest.py``)."""
+
+    @property
+    def status(self) -> int: ...
+
+    @property
+    def body(self) -> bytes: ...
+
+    def json(self) -> Any: ...
+
+    def expect(self, *statuses: int) -> Response: ...
+
+
+class Client(Protocol):
+    """The ``admin_client`` fixture's client, as these helpers use it."""
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        content_type: str = "application/json",
+        params: Mapping[str, str] | None = None,
+    ) -> Response: ...
+
+    def get(self, path: str, **params: str) -> Response: ...
+
+    def post(self, path: str, body: Any) -> Response: ...
+
+    def patch(self, path: str, body: Any) -> Response: ...
+
+    def delete(self, path: str) -> Response: ...
+
+
+def client_for(info: ClusterInfo, like: Client) -> Client:
+    """A client of the same kind as ``like``, for another cluster (as its admin)."""
+    make: Callable[[str, ssl.SSLContext], Client] = type(like)
+    return make(info.server, info.ssl_context())
+
+
+MakeNodes = Callable[[list[dict[str, Any]]], None]
+"""The ``make_nodes`` fixture: create these node manifests, delete them after the test."""
 
 
 # --- the scheduler process --------------------------------------------------------------------
@@ -355,18 +398,18 @@ def pod_manifest(
 # --- API shortcuts --------------------------------------------------------------------------
 
 
-def create_node(client: AdminClient, manifest: Mapping[str, Any]) -> None:
+def create_node(client: Client, manifest: Mapping[str, Any]) -> None:
     client.post("/api/v1/nodes", manifest).expect(201)
 
 
-def create_pod(client: AdminClient, manifest: Mapping[str, Any]) -> None:
+def create_pod(client: Client, manifest: Mapping[str, Any]) -> None:
     namespace = manifest["metadata"]["namespace"]
     client.post(f"/api/v1/namespaces/{namespace}/pods", manifest).expect(201)
 
 
 def create_all(
-    client: AdminClient,
-    create: Callable[[AdminClient, Mapping[str, Any]], None],
+    client: Client,
+    create: Callable[[Client, Mapping[str, Any]], None],
     manifests: Iterable[Mapping[str, Any]],
     workers: int = 8,
 ) -> None:
@@ -376,26 +419,26 @@ def create_all(
             pass
 
 
-def get_pod(client: AdminClient, namespace: str, name: str) -> dict[str, Any]:
+def get_pod(client: Client, namespace: str, name: str) -> dict[str, Any]:
     pod: dict[str, Any] = (
         client.get(f"/api/v1/namespaces/{namespace}/pods/{name}").expect(200).json()
     )
     return pod
 
 
-def list_pods(client: AdminClient, namespace: str) -> list[dict[str, Any]]:
+def list_pods(client: Client, namespace: str) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = (
         client.get(f"/api/v1/namespaces/{namespace}/pods").expect(200).json()["items"]
     )
     return items
 
 
-def list_nodes(client: AdminClient, **params: str) -> list[dict[str, Any]]:
+def list_nodes(client: Client, **params: str) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = client.get("/api/v1/nodes", **params).expect(200).json()["items"]
     return items
 
 
-def list_events(client: AdminClient, namespace: str) -> list[dict[str, Any]]:
+def list_events(client: Client, namespace: str) -> list[dict[str, Any]]:
     """``events.k8s.io/v1`` Events of a namespace."""
     path = f"/apis/events.k8s.io/v1/namespaces/{namespace}/events"
     items: list[dict[str, Any]] = client.get(path).expect(200).json()["items"]
@@ -421,18 +464,18 @@ def condition(pod: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
     return None
 
 
-def node_of(client: AdminClient, namespace: str, name: str) -> str:
+def node_of(client: Client, namespace: str, name: str) -> str:
     return str(get_pod(client, namespace, name)["spec"].get("nodeName", ""))
 
 
-def delete_pods(client: AdminClient, namespace: str) -> None:
+def delete_pods(client: Client, namespace: str) -> None:
     """Every pod of the namespace, at once (no kubelet would ever finish a graceful delete)."""
     client.request(
         "DELETE", f"/api/v1/namespaces/{namespace}/pods", params={"gracePeriodSeconds": "0"}
     )
 
 
-def delete_node(client: AdminClient, name: str) -> None:
+def delete_node(client: Client, name: str) -> None:
     client.delete(f"/api/v1/nodes/{name}")
 
 

@@ -18,6 +18,7 @@ from sched_e2e import (
     Runner,
     apiserver_restarter,
     bound,
+    client_for,
     create_all,
     create_node,
     create_pod,
@@ -34,7 +35,7 @@ from kubesched import cluster
 from kubesched.cluster import ClusterInfo
 
 if TYPE_CHECKING:
-    from conftest import AdminClient
+    from sched_e2e import Client
 
 BEFORE = 150
 AFTER = 50
@@ -55,12 +56,12 @@ def own_cluster() -> Iterator[tuple[ClusterInfo, RestartableAPIServer]]:
 @pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM], ids=["crash", "restart"])
 def test_apiserver_restart_mid_run_loses_no_pod(
     own_cluster: tuple[ClusterInfo, RestartableAPIServer],
-    admin_client: AdminClient,
+    admin_client: Client,
     tmp_path: Path,
     signum: int,
 ) -> None:
     info, apiserver = own_cluster
-    client = type(admin_client)(info.server, info.ssl_context())
+    client = client_for(info, admin_client)
     namespace = f"restart-{signum}"
     profile = f"restart-{signum}"
     client.post("/api/v1/namespaces", {"metadata": {"name": namespace}}).expect(201)

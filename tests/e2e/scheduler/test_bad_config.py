@@ -28,7 +28,7 @@ from sched_e2e import (
 from kubesched.cluster import ClusterInfo
 
 if TYPE_CHECKING:
-    from conftest import AdminClient
+    from sched_e2e import Client
 
 HEADER = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
 
@@ -162,7 +162,7 @@ def test_bad_config_is_refused_naming_the_field_without_contacting_the_cluster(
 
 
 def test_bad_config_leaves_a_real_cluster_untouched(
-    control_plane: ClusterInfo, admin_client: AdminClient, namespace: str, tmp_path: Path
+    control_plane: ClusterInfo, admin_client: Client, namespace: str, tmp_path: Path
 ) -> None:
     """On the real apiserver: no Lease taken, no pod bound, no event written."""
     profile = "bad-config"

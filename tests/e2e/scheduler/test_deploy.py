@@ -32,8 +32,7 @@ from kubesched.cluster import ClusterInfo
 from kubesched.config import load_config
 
 if TYPE_CHECKING:
-    from conftest import AdminClient
-    from sched_e2e import StartScheduler
+    from sched_e2e import Client, MakeNodes, StartScheduler
 
 BASE = REPO / "deploy" / "base"
 NAMESPACE = "kubesched-system"
@@ -99,7 +98,7 @@ def rbac_applied(kubectl: Kubectl, rendered: list[dict[str, Any]]) -> list[dict[
 
 
 def test_base_is_accepted_by_the_apiserver(
-    kubectl: Kubectl, rbac_applied: list[dict[str, Any]], admin_client: AdminClient
+    kubectl: Kubectl, rbac_applied: list[dict[str, Any]], admin_client: Client
 ) -> None:
     """Every object passes the apiserver's validation and admission (strict field checks)."""
     done = kubectl("apply", "--dry-run=server", "--validate=strict", "-k", str(BASE))
@@ -224,9 +223,9 @@ def deployed_config(rendered: list[dict[str, Any]], tmp_path: Path) -> Path:
 
 @pytest.mark.usefixtures("only_our_nodes")
 def test_kubesched_schedules_with_the_deployed_rbac_and_config(
-    admin_client: AdminClient,
+    admin_client: Client,
     kubesched: StartScheduler,
-    make_nodes: Callable[[list[dict[str, Any]]], None],
+    make_nodes: MakeNodes,
     namespace: str,
     sa_kubeconfig: Path,
     deployed_config: Path,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import signal
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sched_e2e import (
     bound,
@@ -25,10 +25,7 @@ from sched_e2e import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from conftest import AdminClient
-    from sched_e2e import SchedulerProcess, StartScheduler
+    from sched_e2e import Client, MakeNodes, SchedulerProcess, StartScheduler
 
 _BOUND = re.compile(r"Successfully bound pod to node pod=(\S+) node=(\S+)")
 
@@ -38,7 +35,7 @@ def _bound_by(proc: SchedulerProcess) -> Counter[str]:
     return Counter(m.group(1).split("/", 1)[1] for m in _BOUND.finditer(proc.log()))
 
 
-def _holder(client: AdminClient, namespace: str, name: str) -> tuple[str, int]:
+def _holder(client: Client, namespace: str, name: str) -> tuple[str, int]:
     answer = client.get(f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}")
     if answer.status == 404:
         return "", 0
@@ -55,9 +52,9 @@ def _binding_conflicts(proc: SchedulerProcess) -> list[str]:
 
 
 def test_only_the_leader_binds_and_the_standby_takes_over(
-    admin_client: AdminClient,
+    admin_client: Client,
     kubesched: StartScheduler,
-    make_nodes: Callable[[list[dict[str, Any]]], None],
+    make_nodes: MakeNodes,
     namespace: str,
     profile: str,
 ) -> None:
@@ -171,9 +168,9 @@ def test_only_the_leader_binds_and_the_standby_takes_over(
 
 
 def test_a_leader_that_could_not_renew_stops_and_exits_1(
-    admin_client: AdminClient,
+    admin_client: Client,
     kubesched: StartScheduler,
-    make_nodes: Callable[[list[dict[str, Any]]], None],
+    make_nodes: MakeNodes,
     namespace: str,
     profile: str,
 ) -> None:

@@ -7,7 +7,7 @@ the ``PodScheduled=False`` condition with kube-scheduler's message.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -22,15 +22,12 @@ from sched_e2e import (
 )
 
 if TYPE_CHECKING:
-    from conftest import AdminClient
-    from sched_e2e import StartScheduler
+    from sched_e2e import Client, MakeNodes, StartScheduler
 
 pytestmark = pytest.mark.usefixtures("only_our_nodes")
 
-Nodes = Callable[[list[dict[str, Any]]], None]
 
-
-def _bound_to(client: AdminClient, namespace: str, name: str, timeout: float = 30.0) -> str:
+def _bound_to(client: Client, namespace: str, name: str, timeout: float = 30.0) -> str:
     pod = eventually(
         lambda: get_pod(client, namespace, name),
         lambda p: bool(p["spec"].get("nodeName")),
@@ -40,7 +37,7 @@ def _bound_to(client: AdminClient, namespace: str, name: str, timeout: float = 3
     return str(pod["spec"]["nodeName"])
 
 
-def _unschedulable(client: AdminClient, namespace: str, name: str, timeout: float = 30.0) -> str:
+def _unschedulable(client: Client, namespace: str, name: str, timeout: float = 30.0) -> str:
     """The message of the pod's ``PodScheduled=False`` condition (reason Unschedulable)."""
     pod = eventually(
         lambda: get_pod(client, namespace, name),
@@ -55,7 +52,7 @@ def _unschedulable(client: AdminClient, namespace: str, name: str, timeout: floa
     return str(cond["message"])
 
 
-def _pod(client: AdminClient, namespace: str, profile: str, name: str, **kwargs: Any) -> str:
+def _pod(client: Client, namespace: str, profile: str, name: str, **kwargs: Any) -> str:
     create_pod(client, pod_manifest(name, namespace, profile, **kwargs))
     return name
 
@@ -65,9 +62,9 @@ def _taint(key: str, value: str, effect: str) -> Mapping[str, str]:
 
 
 def test_taints_keep_pods_off_unless_tolerated(
-    admin_client: AdminClient,
+    admin_client: Client,
     kubesched: StartScheduler,
-    make_nodes: Nodes,
+    make_nodes: MakeNodes,
     namespace: str,
     profile: str,
 ) -> None:
@@ -113,9 +110,9 @@ def test_taints_keep_pods_off_unless_tolerated(
 
 
 def test_node_affinity_required_and_preferred(
-    admin_client: AdminClient,
+    admin_client: Client,
     kubesched: StartScheduler,
-    make_nodes: Nodes,
+    make_nodes: MakeNodes,
     namespace: str,
     profile: str,
 ) -> None:
@@ -161,9 +158,9 @@ def test_node_affinity_required_and_preferred(
 
 
 def test_node_selector(
-    admin_client: AdminClient,
+    admin_client: Client,
     kubesched: StartScheduler,
-    make_nodes: Nodes,
+    make_nodes: MakeNodes,
     namespace: str,
     profile: str,
 ) -> None:
@@ -191,9 +188,9 @@ def test_node_selector(
 
 
 def test_host_ports(
-    admin_client: AdminClient,
+    admin_client: Client,
     kubesched: StartScheduler,
-    make_nodes: Nodes,
+    make_nodes: MakeNodes,
     namespace: str,
     profile: str,
 ) -> None:
@@ -216,9 +213,9 @@ def test_host_ports(
 
 
 def test_resources_and_a_full_node(
-    admin_client: AdminClient,
+    admin_client: Client,
     kubesched: StartScheduler,
-    make_nodes: Nodes,
+    make_nodes: MakeNodes,
     namespace: str,
     profile: str,
 ) -> None:
@@ -261,9 +258,9 @@ def test_resources_and_a_full_node(
     [("LeastAllocated", "empty"), ("MostAllocated", "half-full")],
 )
 def test_the_chosen_node_is_the_best_scored(
-    admin_client: AdminClient,
+    admin_client: Client,
     kubesched: StartScheduler,
-    make_nodes: Nodes,
+    make_nodes: MakeNodes,
     namespace: str,
     profile: str,
     strategy: str,

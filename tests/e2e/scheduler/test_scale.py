@@ -24,10 +24,7 @@ from sched_e2e import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from conftest import AdminClient
-    from sched_e2e import StartScheduler
+    from sched_e2e import Client, MakeNodes, StartScheduler
 
 pytestmark = pytest.mark.usefixtures("only_our_nodes")
 
@@ -58,9 +55,9 @@ def _pods(rng: random.Random, namespace: str, profile: str) -> list[dict[str, An
 
 
 def test_a_thousand_pods_on_a_hundred_nodes(
-    admin_client: AdminClient,
+    admin_client: Client,
     kubesched: StartScheduler,
-    make_nodes: Callable[[list[dict[str, Any]]], None],
+    make_nodes: MakeNodes,
     namespace: str,
     profile: str,
 ) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 from sched_e2e import (
@@ -20,18 +20,15 @@ from sched_e2e import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from conftest import AdminClient
-    from sched_e2e import StartScheduler
+    from sched_e2e import Client, MakeNodes, StartScheduler
 
 pytestmark = pytest.mark.usefixtures("only_our_nodes")
 
 
 def test_unschedulable_pod_gets_event_and_condition_then_schedules_on_a_new_node(
-    admin_client: AdminClient,
+    admin_client: Client,
     kubesched: StartScheduler,
-    make_nodes: Callable[[list[dict[str, Any]]], None],
+    make_nodes: MakeNodes,
     namespace: str,
     profile: str,
 ) -> None:
@@ -117,9 +114,9 @@ def test_unschedulable_pod_gets_event_and_condition_then_schedules_on_a_new_node
 
 
 def test_metrics_count_scheduled_and_pending_pods(
-    admin_client: AdminClient,
+    admin_client: Client,
     kubesched: StartScheduler,
-    make_nodes: Callable[[list[dict[str, Any]]], None],
+    make_nodes: MakeNodes,
     namespace: str,
     profile: str,
 ) -> None:
