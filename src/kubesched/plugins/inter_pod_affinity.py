@@ -529,12 +529,14 @@ class _PreScoreState:
     topology_score: DomainCounts = field(default_factory=dict)
 
 
-_STATUSES: list[Status | None] = [
-    None,
-    Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_REASON_AFFINITY_RULES_NOT_MATCH),
-    Status(Code.UNSCHEDULABLE, ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH),
-    Status(Code.UNSCHEDULABLE, ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH),
-]
+def _filter_statuses() -> list[Status | None]:
+    """Filter verdicts by id (fresh each time: the runtime stamps its plugin name on them)."""
+    return [
+        None,
+        Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_REASON_AFFINITY_RULES_NOT_MATCH),
+        Status(Code.UNSCHEDULABLE, ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH),
+        Status(Code.UNSCHEDULABLE, ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH),
+    ]
 
 
 def _not_found(key: str) -> Status:
@@ -718,7 +720,7 @@ class InterPodAffinity(
                 vids = _value_ids(table, key, slots)
                 bad |= (vids != 0) & (_gather(counts, vids) > 0)
             ids[(ids == 0) & bad] = 3
-        return NodeStatuses(ids, _STATUSES)
+        return NodeStatuses(ids, _filter_statuses())
 
     # -- PreScore / Score ----------------------------------------------------------------------
 

@@ -301,11 +301,13 @@ class _PreScoreState:
     ignored: BoolArray
 
 
-_FILTER_STATUSES: list[Status | None] = [
-    None,
-    Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_REASON_NODE_LABEL_NOT_MATCH),
-    Status(Code.UNSCHEDULABLE, ERR_REASON_CONSTRAINTS_NOT_MATCH),
-]
+def _filter_statuses() -> list[Status | None]:
+    """Filter verdicts by id (fresh each time: the runtime stamps its plugin name on them)."""
+    return [
+        None,
+        Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_REASON_NODE_LABEL_NOT_MATCH),
+        Status(Code.UNSCHEDULABLE, ERR_REASON_CONSTRAINTS_NOT_MATCH),
+    ]
 
 
 def _not_found(key: str) -> Status:
@@ -506,7 +508,7 @@ class PodTopologySpread(
             too_much = undecided & (skew > c.max_skew)
             ids[too_much] = 2
             undecided &= ~too_much
-        return NodeStatuses(ids, _FILTER_STATUSES)
+        return NodeStatuses(ids, _filter_statuses())
 
     # -- PreScore / Score ----------------------------------------------------------------------
 
