@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from sched_e2e import (
+    OWNER,
+    OWNER_LABEL,
     bound,
     create_all,
     create_pod,
@@ -85,7 +87,7 @@ def test_a_thousand_pods_on_a_hundred_nodes(
     # Nothing over-committed, by the API's final state: requests and pod counts per node.
     allocatable = {
         n["metadata"]["name"]: n["status"]["allocatable"]
-        for n in list_nodes(admin_client, labelSelector="e2e.kubesched.io/suite=scheduler")
+        for n in list_nodes(admin_client, labelSelector=f"{OWNER_LABEL}={OWNER}")
     }
     used: dict[str, Counter[str]] = defaultdict(Counter)
     for pod in final:
