@@ -1052,7 +1052,12 @@ NODE_HINTS = [
         n("a", taints=TAINTS, zone="z1", node="a"),
         Q,
     ),
-    ("taints change on a node without a key", n("a", zone="z1"), n("a", taints=TAINTS, zone="z1"), S),
+    (
+        "taints change on a node without a key",
+        n("a", zone="z1"),
+        n("a", taints=TAINTS, zone="z1"),
+        S,
+    ),
 ]
 
 
@@ -1090,3 +1095,55 @@ def test_events_to_register() -> None:
             | ActionType.UPDATE_NODE_TAINT,
         ),
     }
+
+
+def test_in_a_framework_with_inter_pod_affinity() -> None:
+    """Both plugins in one profile, as kube-scheduler runs them: the FitError message counts
+    each node under the first plugin that rejects it."""
+    from kubesched.framework import FitError, Framework
+
+    nodes = [n(f"node-{i}", zone=f"z{i % 2}", node=f"node-{i}") for i in range(4)]
+    snap = snapshot(nodes, pods_on("0:1 1:1", labels={"app": "db"}))
+    fwk = Framework(
+        profile_name="p",
+        registry=in_tree_registry(),
+        plugins={
+            "queueSort": [("PrioritySort", 0)],
+            "preFilter": [("PodTopologySpread", 0), ("InterPodAffinity", 0)],
+            "filter": [("PodTopologySpread", 0), ("InterPodAffinity", 0)],
+            "preScore": [("PodTopologySpread", 0), ("InterPodAffinity", 0)],
+            "score": [("PodTopologySpread", 2), ("InterPodAffinity", 2)],
+            "bind": [("DefaultBinder", 0)],
+        },
+        snapshot=snap,
+    )
+    anti = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "node"}
+            ]
+        }
+    }
+    incoming = make_pod(
+        "db",
+        labels={"app": "db"},
+        spec={
+            "affinity": anti,
+            "topologySpreadConstraints": [tsc(1, "zone", selector=sel(labels={"app": "db"}))],
+        },
+    )
+    # node-0 (z0) and node-1 (z1) hold a db pod: anti-affinity keeps the new one off them.
+    result = fwk.schedule_pod(CycleState(), incoming)
+    assert result.suggested_host in {"node-2", "node-3"}
+    snap.add_pod(PodInfo.of(make_pod("db2", labels={"app": "db"}, node_name="node-2")), "node-2")
+    # Now zone z0 has 2, z1 has 1: node-3 (z1) is the only place; fill it, nothing is left.
+    assert fwk.schedule_pod(CycleState(), incoming).suggested_host == "node-3"
+    snap.add_pod(PodInfo.of(make_pod("db3", labels={"app": "db"}, node_name="node-3")), "node-3")
+    with pytest.raises(FitError) as e:
+        fwk.schedule_pod(CycleState(), incoming)
+    assert str(e.value) == (
+        "0/4 nodes are available: 4 node(s) didn't match pod anti-affinity rules."
+    )
+    # The per-node verdicts name the plugin.
+    statuses = e.value.diagnosis.node_statuses(snap)
+    assert {s.plugin for s in statuses.values()} == {"InterPodAffinity"}
