@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint unit e2e bench binaries clean
+.PHONY: demo test lint unit e2e bench binaries prometheus clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +17,7 @@ demo: $(STAMP)
 	$(BIN)/kubesched demo
 
 ## Set up and run every check and test: lint, types, layers, unit, end-to-end.
-test: $(STAMP) lint binaries
+test: $(STAMP) lint binaries prometheus
 	$(BIN)/pytest -q tests/unit
 	$(BIN)/pytest -q tests/e2e
 
@@ -36,6 +36,11 @@ e2e: $(STAMP) binaries
 ## Build (once, cached by version) etcd, kube-apiserver, kube-scheduler and kubectl.
 binaries: $(STAMP)
 	$(BIN)/kubesched cluster binaries
+
+## Debian's prometheus, which the end-to-end tests of NetworkTraffic, SafeOverload and
+## annotate-nodes start (installed when missing; CI runs as root).
+prometheus:
+	command -v prometheus || (apt-get update && apt-get install -y prometheus)
 
 bench: $(STAMP)
 	$(BIN)/kubesched bench core --nodes 5000 --pods 10000

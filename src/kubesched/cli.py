@@ -535,3 +535,81 @@ def extender(
     except CommandError as err:
         raise click.ClickException(str(err)) from err
     raise SystemExit(code)
+
+
+@main.command("annotate-nodes")
+@click.option(
+    "--prometheus",
+    required=True,
+    help="Prometheus URL (http://prometheus.monitoring:9090); user:password@ for basic auth.",
+)
+@click.option(
+    "--kubeconfig", type=click.Path(dir_okay=False), help="Cluster whose nodes to annotate."
+)
+@click.option(
+    "--interval", default="60", show_default=True, help="Between rounds: seconds, or 1m, 90s..."
+)
+@click.option("--once", is_flag=True, help="One round, print what was written, and exit.")
+@click.option("--window", default="1h", show_default=True, help="How far back the statistics go.")
+@click.option("--step", default="15s", show_default=True, help="Resolution of the range queries.")
+@click.option(
+    "--rate-window", default="1m", show_default=True, help="rate() window of the CPU query."
+)
+@click.option(
+    "--node-label",
+    default="kubernetes_node",
+    show_default=True,
+    help="Label of the node exporter's series that holds the node name.",
+)
+@click.option(
+    "--node-uname-info",
+    is_flag=True,
+    help="Take node names from node_uname_info's nodename (joined on instance) instead.",
+)
+@click.option("--bearer-token-file", default="", help="Bearer token for Prometheus (re-read).")
+@click.option("--ca-file", default="", help="CA bundle of an HTTPS Prometheus.")
+@click.option(
+    "--log-level",
+    default="INFO",
+    show_default=True,
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+)
+def annotate_nodes(
+    prometheus: str,
+    kubeconfig: str | None,
+    interval: str,
+    once: bool,
+    window: str,
+    step: str,
+    rate_window: str,
+    node_label: str,
+    node_uname_info: bool,
+    bearer_token_file: str,
+    ca_file: str,
+    log_level: str,
+) -> None:
+    """Write each node's free CPU and memory statistics from Prometheus as the annotations
+    SafeOverload and SafeBalance read (mean-free-cpu, std-free-cpu, ...). See docs/annotator.md."""
+    from kubesched import annotator  # noqa: PLC0415
+    from kubesched.config import DurationError  # noqa: PLC0415
+    from kubesched.plugins.network_traffic import PrometheusError  # noqa: PLC0415
+
+    _setup_logging(log_level)
+    try:
+        options = annotator.Options(
+            prometheus=prometheus,
+            kubeconfig=kubeconfig,
+            interval=annotator.parse_seconds(interval),
+            once=once,
+            window=annotator.parse_seconds(window),
+            step=annotator.parse_seconds(step),
+            rate_window=rate_window,
+            node_label=node_label,
+            node_uname_info=node_uname_info,
+            bearer_token_file=bearer_token_file,
+            ca_file=ca_file,
+        )
+        code = annotator.main(options, out=click.echo)
+    except (annotator.AnnotatorError, PrometheusError, DurationError, ValueError) as err:
+        raise click.ClickException(str(err)) from err
+    raise SystemExit(code)
