@@ -16,6 +16,7 @@ serves (and on its own when changes arrive between requests). Nothing else touch
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections import deque
@@ -39,6 +40,16 @@ _TERMINAL: Final = frozenset({"Succeeded", "Failed"})
 
 _Op = tuple[str, object]
 
+#: The start of a Node as Go's encoder writes it: ``metadata`` first, and in it ``name``, the
+#: optional ``generateName``/``namespace``/``selfLink``, ``uid``, ``resourceVersion``, in that
+#: order, all plain strings. Matching it reads a node's identity without parsing the node; any
+#: other spelling (escapes, another field order, whitespace) falls back to a real decode.
+_GO_NODE_PREFIX: Final = re.compile(
+    rb'\{"metadata":\{"name":"([^"\\]+)",'
+    rb'(?:"(?:generateName|namespace|selfLink)":"[^"\\]*",)*'
+    rb'"uid":"([^"\\]*)","resourceVersion":"([^"\\]*)"'
+)
+
 
 def _counts(pod: Pod) -> bool:
     return bool(pod.spec.node_name) and pod.status.phase not in _TERMINAL
@@ -51,6 +62,8 @@ class ClusterCache:
         self.cluster = Snapshot()
         #: Name -> slot of every node of the cluster snapshot (``NodeNames`` lookups).
         self.cluster_slots: dict[str, int] = {}
+        #: Bumped whenever :attr:`cluster_slots` changes (a node added, removed or moved).
+        self.slots_version = 0
         self.body = Snapshot()
         self.body_nodes = BodyNodes(self.body)
         self._pending: deque[_Op] = deque()
@@ -101,11 +114,16 @@ class ClusterCache:
             applied += 1
             if kind == "node":
                 assert isinstance(value, Node)
-                self.cluster_slots[value.metadata.name] = cluster.set_node(value).slot
+                name = value.metadata.name
+                slot = cluster.set_node(value).slot
+                if self.cluster_slots.get(name) != slot:
+                    self.cluster_slots[name] = slot
+                    self.slots_version += 1
             elif kind == "node-":
                 assert isinstance(value, str)
                 cluster.remove_node(value)
-                self.cluster_slots.pop(value, None)
+                if self.cluster_slots.pop(value, None) is not None:
+                    self.slots_version += 1
             elif kind == "pod":
                 assert isinstance(value, Pod)
                 info = PodInfo.of(value)
@@ -167,7 +185,7 @@ class BodyNodes:
         self.forget_after = forget_after
         self._clock = clock
         #: node name -> (uid, resourceVersion) of the Node object in the snapshot.
-        self._versions: dict[str, tuple[str, str]] = {}
+        self._versions: dict[str, tuple[bytes, bytes]] = {}
         self._last_seen: dict[str, float] = {}
         self._next_sweep = clock() + forget_after
         #: Full decodes so far (tests and the benchmark read it).
@@ -183,16 +201,21 @@ class BodyNodes:
         names: list[str] = []
         slots = np.empty(len(items), dtype=np.int64)
         for i, raw in enumerate(items):
-            try:
-                meta = peek_decoder.decode(raw).metadata
-            except msgspec.DecodeError as e:
-                raise BadNodeError(f"Nodes.items[{i}]: {e}") from None
-            name = meta.name
-            if not name:
-                raise BadNodeError(f"Nodes.items[{i}]: metadata.name is required")
-            key = (meta.uid, meta.resource_version)
+            match = _GO_NODE_PREFIX.match(raw)
+            if match is not None:
+                name_bytes, uid, rv = match.groups()
+                name = name_bytes.decode()
+            else:
+                try:
+                    meta = peek_decoder.decode(raw).metadata
+                except msgspec.DecodeError as e:
+                    raise BadNodeError(f"Nodes.items[{i}]: {e}") from None
+                name, uid, rv = meta.name, meta.uid.encode(), meta.resource_version.encode()
+                if not name:
+                    raise BadNodeError(f"Nodes.items[{i}]: metadata.name is required")
+            key = (uid, rv)
             info = snapshot.get(name)
-            if info is None or not meta.resource_version or versions.get(name) != key:
+            if info is None or not rv or versions.get(name) != key:
                 try:
                     node = _node_decoder.decode(raw)
                 except msgspec.DecodeError as e:

@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -52,6 +53,7 @@ from kubesched.extender._protocol import (
     args_decoder,
     binding_args_decoder,
     encoder,
+    node_names_decoder,
     preemption_args_decoder,
 )
 from kubesched.framework import (
@@ -138,6 +140,11 @@ def _plugin_error(err: FilterError, point: str) -> str:
     return f'running Score plugin "{err.plugin}": {message}'
 
 
+_Resolved = tuple[list[str], IntArray, list[str], "BoolArray | None"]
+#: How many distinct NodeNames lists are kept resolved (filter's and prioritize's, per profile).
+_NAME_LISTS_KEPT: Final = 8
+
+
 @dataclass(slots=True)
 class _Candidates:
     """The nodes of one request, resolved against a snapshot."""
@@ -188,6 +195,8 @@ class Extender:
         self.synced: Callable[[], bool] = lambda: True
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="extender-worker")
         self._closed = False
+        self._names: OrderedDict[bytes, _Resolved] = OrderedDict()
+        self._names_version = -1
         self.cache.on_pending = self._schedule_flush
 
     @property
@@ -198,6 +207,10 @@ class Extender:
         """Stop the worker thread (queued work is dropped)."""
         self._closed = True
         self._executor.shutdown(wait=False, cancel_futures=True)
+
+    async def settle(self) -> None:
+        """Wait until the worker has applied every informer change queued so far."""
+        await asyncio.get_running_loop().run_in_executor(self._executor, self._flush)
 
     def _schedule_flush(self) -> None:
         if not self._closed:
@@ -252,32 +265,22 @@ class Extender:
             return _bad_request(f"cannot decode ExtenderArgs: {e}")
         if args.pod is None:
             return _bad_request("ExtenderArgs.Pod is required")
-        if args.nodes is not None and args.node_names is not None:
+        has_names = bytes(args.node_names) != b"null"
+        if args.nodes is not None and has_names:
             return _bad_request("ExtenderArgs: set one of Nodes and NodeNames, not both")
-        if args.nodes is None and args.node_names is None:
+        if args.nodes is None and not has_names:
             return _bad_request("ExtenderArgs: one of Nodes and NodeNames is required")
         return args
 
     def _candidates(self, profile: str, args: ExtenderArgs) -> _Candidates | Reply:
-        if args.node_names is not None:
-            get = self.cache.cluster_slots.get
-            found = [get(name, -1) for name in args.node_names]
-            slots = np.array(found, dtype=np.int64)
-            unknown: list[str] = []
-            known = None
-            if len(slots) and slots.min() < 0:
-                unknown = [n for n, s in zip(args.node_names, found, strict=True) if s < 0]
-                known = slots >= 0
-                slots = slots[known]
+        if args.nodes is None:
+            resolved = self._resolve_names(args.node_names)
+            if isinstance(resolved, Reply):
+                return resolved
+            names, slots, unknown, known = resolved
             return _Candidates(
-                self.cache.cluster,
-                self.cluster_profiles[profile],
-                args.node_names,
-                slots,
-                unknown,
-                known,
+                self.cache.cluster, self.cluster_profiles[profile], names, slots, unknown, known
             )
-        assert args.nodes is not None
         items = args.nodes.items or []
         try:
             names, slots = self.cache.body_nodes.update(items)
@@ -288,6 +291,46 @@ class Extender:
         return _Candidates(
             self.cache.body, self.body_profiles[profile], names, slots, [], raws=raws
         )
+
+    def _resolve_names(self, raw: msgspec.Raw) -> _Resolved | Reply:
+        """The names of a raw ``NodeNames`` list, their slots in the cluster snapshot, the names
+        it does not know, and which are known (``None``: all).
+
+        kube-scheduler sends the same list for pod after pod; the answer for identical bytes is
+        kept (for the last few lists) until a node is added to or removed from the snapshot.
+        """
+        cache = self.cache
+        if self._names_version != cache.slots_version:
+            self._names.clear()
+            self._names_version = cache.slots_version
+        key = bytes(raw)
+        hit = self._names.get(key)
+        if hit is not None:
+            self._names.move_to_end(key)
+            return hit
+        try:
+            names = node_names_decoder.decode(key) or []
+        except msgspec.DecodeError as e:
+            where = str(e).replace("- at `$", "- at `$.NodeNames")
+            if " - at `" not in where:
+                where += " - at `$.NodeNames`"
+            return _bad_request(f"cannot decode ExtenderArgs: {where}")
+        get = cache.cluster_slots.get
+        found = [get(name, -1) for name in names]
+        slots = np.array(found, dtype=np.int64)
+        unknown: list[str] = []
+        known = None
+        if len(slots) and slots.min() < 0:
+            unknown = [n for n, s in zip(names, found, strict=True) if s < 0]
+            known = slots >= 0
+            slots = slots[known]
+            known.flags.writeable = False
+        slots.flags.writeable = False  # shared by every request with these bytes
+        resolved = (names, slots, unknown, known)
+        self._names[key] = resolved
+        if len(self._names) > _NAME_LISTS_KEPT:
+            self._names.popitem(last=False)
+        return resolved
 
     def filter(self, profile: str, body: bytes) -> Reply:
         """The filter verb (on the worker thread)."""

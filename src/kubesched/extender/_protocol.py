@@ -38,11 +38,14 @@ class ExtenderArgs(_Go):
     """``ExtenderArgs``: the body of filter and prioritize.
 
     ``nodes`` is set when the extender is not ``nodeCacheCapable``; ``node_names`` when it is.
+    ``node_names`` stays raw here (``null`` when absent): kube-scheduler sends the same list
+    again and again, and the extender reuses what it resolved for identical bytes (see
+    :data:`node_names_decoder` for the list itself).
     """
 
     pod: Pod | None = None
     nodes: RawNodeList | None = None
-    node_names: list[str] | None = None
+    node_names: msgspec.Raw = msgspec.Raw(b"null")
 
 
 class NodeListOut(msgspec.Struct):
@@ -139,6 +142,7 @@ class NodePeek(msgspec.Struct):
 
 
 args_decoder: Final = msgspec.json.Decoder(ExtenderArgs)
+node_names_decoder: Final = msgspec.json.Decoder(list[str] | None)
 binding_args_decoder: Final = msgspec.json.Decoder(ExtenderBindingArgs)
 preemption_args_decoder: Final = msgspec.json.Decoder(ExtenderPreemptionArgs)
 peek_decoder: Final = msgspec.json.Decoder(NodePeek)

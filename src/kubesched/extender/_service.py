@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
 
@@ -116,6 +117,11 @@ class ExtenderService:
                         len(self.nodes.store),
                         len(self.pods.store),
                     )
+                    # What the first lists loaded lives as long as the process: keep the
+                    # collector from walking it again and again (long pauses, long p99).
+                    await self.extender.settle()
+                    gc.collect()
+                    gc.freeze()
                 for task in (synced, stop):
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError):

@@ -163,6 +163,38 @@ def test_filter_fails_nodes_the_extender_does_not_know() -> None:
     assert out["FailedNodes"] == {"ghost": ERR_UNKNOWN_NODE}
 
 
+def test_a_node_list_seen_before_is_resolved_again_once_nodes_change() -> None:
+    ext = make_extender(FIT, nodes=nodes("n-1"))
+    body = names_body(make_pod("p"), ["n-1", "n-2"])
+    assert answer(ext.filter("test", body))["FailedNodes"] == {"n-2": ERR_UNKNOWN_NODE}
+    assert answer(ext.filter("test", body))["FailedNodes"] == {"n-2": ERR_UNKNOWN_NODE}
+    ext.cache.set_node(nodes("n-2")[0])
+    assert answer(ext.filter("test", body))["NodeNames"] == ["n-1", "n-2"]
+    ext.cache.remove_node(nodes("n-1")[0])
+    assert answer(ext.filter("test", body))["FailedNodes"] == {"n-1": ERR_UNKNOWN_NODE}
+
+
+def test_go_encoded_and_other_node_lists_resolve_alike() -> None:
+    # Go writes compact JSON with metadata first (a fast path reads name, uid and
+    # resourceVersion from that prefix); anything else is decoded.
+    pod = make_pod("p")
+    items = [msgspec.to_builtins(n) for n in nodes("n-1", "n-2", "n-3")]
+    go = json.dumps(
+        {"Pod": msgspec.to_builtins(pod), "Nodes": {"metadata": {}, "items": items}},
+        separators=(",", ":"),
+    ).encode()
+    spaced = nodes_body(pod, nodes("n-1", "n-2", "n-3"))
+    assert b'{"metadata":{"name":"n-1","uid":"node-n-1","resourceVersion":"1"' in go
+    outs = []
+    for body in (go, spaced):
+        ext = make_extender(config("RejectOdd"), informers=False)
+        outs.append(answer(ext.filter("test", body)))
+        assert ext.cache.body_nodes.decoded == 3
+        answer(ext.filter("test", body))
+        assert ext.cache.body_nodes.decoded == 3
+    assert outs[0] == outs[1]
+
+
 def test_filter_without_informers_knows_no_node_by_name() -> None:
     ext = make_extender(FIT, informers=False)
     out = answer(ext.filter("test", names_body(make_pod("p"), ["n-1"])))
