@@ -96,9 +96,11 @@ def test_json_document_shape() -> None:
     assert pods["only-big"]["scored"] is False
     assert pods["huge"]["node"] is None
     assert pods["huge"]["reason"] == "Unschedulable"
+    # DefaultPreemption's part ends in its own period, as kube-scheduler writes it.
     assert pods["huge"]["message"] == (
         "0/3 nodes are available: 1 node(s) had untolerated taint(s), "
-        "2 Insufficient cpu."
+        "2 Insufficient cpu. preemption: 0/3 nodes are available: "
+        "3 Preemption is not helpful for scheduling.."
     )
     assert pods["huge"]["feasibleNodes"] == []
     assert pods["huge"]["scored"] is None
@@ -130,9 +132,7 @@ def test_json_explain_nodes() -> None:
     assert set(web["big"]) == {"filter", "preFilter", "scores", "total"}
     assert web["big"]["total"] == sum(web["big"]["scores"].values())
     assert all(isinstance(v, int) for v in web["big"]["scores"].values())
-    assert web["tainted"]["filter"]["TaintToleration"] == (
-        "node(s) had untolerated taint(s)"
-    )
+    assert web["tainted"]["filter"]["TaintToleration"] == ("node(s) had untolerated taint(s)")
     assert web["tainted"]["scores"] == {}
     assert web["tainted"]["total"] is None
     only = pods["only-big"]["nodes"]

@@ -1,0 +1,605 @@
+"""DefaultPreemption: when a pod fits nowhere, evict lower-priority pods to make room.
+
+kube-scheduler v1.34's ``defaultpreemption`` plugin with its ``preemption.Evaluator``, as a
+PostFilter (run only when Filter left no node) plus a PreEnqueue (asynchronous preemption):
+
+1. **Eligibility.** A pod with ``preemptionPolicy: Never`` does not preempt
+   (``not eligible due to preemptionPolicy=Never.``); nor does a pod whose nominated node still
+   has a lower-priority pod terminating because the scheduler preempted it (``not eligible due
+   to a terminating pod on the nominated node.``), unless Filter now calls that node
+   UnschedulableAndUnresolvable.
+2. **Candidates.** Only nodes Filter rejected as ``Unschedulable`` are tried
+   (UnschedulableAndUnresolvable means evicting pods cannot help). They are visited from a random
+   offset, round robin, until ``max(nodes × minCandidateNodesPercentage / 100,
+   minCandidateNodesAbsolute)`` candidates are found, at least one of them violating no
+   PodDisruptionBudget.
+3. **Victims on a node** (a dry run on the node, undone afterwards): take off every pod of lower
+   priority, telling the PreFilter plugins (``RemovePod``) on a copy of the cycle state; if the
+   pod still does not fit (Filter with nominated pods, as the scheduling cycle runs it), the node
+   is no candidate. Otherwise put pods back one by one, most important first (higher priority,
+   then earlier start), the ones whose eviction would violate a PDB before the others; a pod that
+   makes the preemptor unfit again stays a victim.
+4. **The node** among candidates: fewest PDB violations, then the lowest highest-victim
+   priority, the lowest sum of victim priorities, the fewest victims, the latest start among the
+   highest-priority victims, then the first.
+5. **Carry it out**, in the background: clear the nomination of lower-priority pods nominated to
+   that node, mark each victim ``DisruptionTarget`` (``PreemptionByScheduler``) and delete it
+   gracefully, recording ``Preempted by pod <uid> on node <node>`` on it; a victim waiting at
+   Permit is rejected instead. The preemptor is nominated to the node; until its victims are
+   deleted, PreEnqueue keeps it out of the active queue. When it is tried again the nominated
+   node is evaluated first, and lower-priority pods cannot take the room meanwhile: Filter counts
+   nominated pods of equal or higher priority.
+
+When no node can be made to fit, the FailedScheduling message ends with kube-scheduler's own
+``preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, 2
+Preemption is not helpful for scheduling.`` and the pod's nomination is cleared.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import functools
+import logging
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kubesched.api import Pod, PodDisruptionBudget, label_selector_matches
+from kubesched.config import DefaultPreemptionArgs, decode_args
+from kubesched.framework import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    Code,
+    CycleState,
+    Diagnosis,
+    EnqueueExtensions,
+    FitError,
+    Handle,
+    NodeGroup,
+    NodeInfo,
+    PodInfo,
+    PostFilterPlugin,
+    PreEnqueuePlugin,
+    QueueingHint,
+    Status,
+)
+
+NAME = "DefaultPreemption"
+
+log = logging.getLogger(__name__)
+
+#: A node with no pod of lower priority than the preemptor.
+ERR_NO_VICTIMS = "No preemption victims found for incoming pod"
+#: Every node Filter rejected for a reason evicting pods cannot change.
+ERR_NOT_HELPFUL = "Preemption is not helpful for scheduling"
+MSG_POLICY_NEVER = "not eligible due to preemptionPolicy=Never."
+MSG_TERMINATING_VICTIM = "not eligible due to a terminating pod on the nominated node."
+MSG_NO_CANDIDATE = "no candidate node for preemption"
+#: PreEnqueue, while the victims of the pod's last preemption are being deleted.
+MSG_PREEMPTION_RUNNING = "waiting for the preemption for this pod to be finished"
+
+PREEMPT_NEVER = "Never"
+#: The condition the scheduler sets on a victim before deleting it, and its reason.
+DISRUPTION_TARGET = "DisruptionTarget"
+REASON_PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
+
+_MAX_INT32 = 2**31 - 1
+
+
+def pod_priority(pod: Pod) -> int:
+    """``corev1helpers.PodPriority``: ``spec.priority``, 0 when unset."""
+    return pod.spec.priority if pod.spec.priority is not None else 0
+
+
+def pod_start_time(pod: Pod, now: float) -> float:
+    """``GetPodStartTime``: ``status.startTime`` in seconds, ``now`` if the pod has not started
+    (assumed and bound pods that no kubelet has started yet)."""
+    text = pod.status.start_time
+    if not text:
+        return now
+    try:
+        return datetime.datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return now
+
+
+def more_important_pod(a: Pod, b: Pod, now: float) -> bool:
+    """``MoreImportantPod``: higher priority, or equal priority and started earlier."""
+    pa, pb = pod_priority(a), pod_priority(b)
+    if pa != pb:
+        return pa > pb
+    return pod_start_time(a, now) < pod_start_time(b, now)
+
+
+def pod_terminating_by_preemption(pod: Pod) -> bool:
+    """Whether the pod is being deleted because the scheduler preempted it (its
+    ``DisruptionTarget`` condition says ``PreemptionByScheduler``)."""
+    if pod.metadata.deletion_timestamp is None:
+        return False
+    for c in pod.status.conditions:
+        if c.type == DISRUPTION_TARGET:
+            return c.status == "True" and c.reason == REASON_PREEMPTION_BY_SCHEDULER
+    return False
+
+
+def filter_pods_with_pdb_violation(
+    pods: Sequence[PodInfo], pdbs: Sequence[PodDisruptionBudget]
+) -> tuple[list[PodInfo], list[PodInfo]]:
+    """``filterPodsWithPDBViolation``: split ``pods`` (order kept) into those whose eviction,
+    counted in this order against each matching budget's ``disruptionsAllowed``, would violate
+    a PodDisruptionBudget, and the others.
+
+    A budget matches a pod in its namespace through a non-empty, valid selector. A pod the API
+    server already counted (in the budget's ``disruptedPods``) does not use it up again.
+    """
+    allowed = [pdb.status.disruptions_allowed for pdb in pdbs]
+    violating: list[PodInfo] = []
+    non_violating: list[PodInfo] = []
+    for pi in pods:
+        pod = pi.pod
+        violated = False
+        labels = pod.metadata.labels
+        if labels:
+            for i, pdb in enumerate(pdbs):
+                if pdb.metadata.namespace != pod.metadata.namespace:
+                    continue
+                selector = pdb.spec.selector
+                if selector is None or (
+                    not selector.match_labels and not selector.match_expressions
+                ):
+                    continue
+                if not label_selector_matches(selector, labels):
+                    continue
+                if pod.metadata.name in pdb.status.disrupted_pods:
+                    continue
+                allowed[i] -= 1
+                if allowed[i] < 0:
+                    violated = True
+        (violating if violated else non_violating).append(pi)
+    return violating, non_violating
+
+
+@dataclass(slots=True)
+class Victims:
+    """``extenderv1.Victims``: the pods to evict on a node, most important first."""
+
+    pods: list[Pod]
+    num_pdb_violations: int = 0
+
+
+@dataclass(slots=True)
+class Candidate:
+    """A node the preemptor fits on once ``victims`` are gone."""
+
+    name: str
+    victims: Victims
+
+
+def pick_one_node_for_preemption(candidates: Sequence[Candidate], now: float | None = None) -> str:
+    """``pickOneNodeForPreemption``: the node by kube-scheduler's criteria, each one used only
+    to break the ties of the previous: fewest PDB violations; lowest priority of the most
+    important victim; lowest sum of victim priorities (each shifted by 2^31, so that more
+    negative-priority victims never look cheaper); fewest victims; latest start time among the
+    most important victims; then the first candidate."""
+    if not candidates:
+        return ""
+    clock = time.time() if now is None else now
+
+    def earliest_top_start(c: Candidate) -> float:
+        pods = c.victims.pods
+        top = max(pod_priority(p) for p in pods)
+        return min(pod_start_time(p, clock) for p in pods if pod_priority(p) == top)
+
+    criteria: list[Callable[[Candidate], float]] = [
+        lambda c: -c.victims.num_pdb_violations,
+        lambda c: -pod_priority(c.victims.pods[0]),
+        lambda c: -sum(pod_priority(p) + _MAX_INT32 + 1 for p in c.victims.pods),
+        lambda c: -len(c.victims.pods),
+        earliest_top_start,
+    ]
+    remaining = list(candidates)
+    for score in criteria:
+        scores = [score(c) for c in remaining]
+        best = max(scores)
+        remaining = [c for c, s in zip(remaining, scores, strict=True) if s == best]
+        if len(remaining) == 1:
+            break
+    return remaining[0].name
+
+
+def _aggregate(errors: Sequence[str]) -> str:
+    """``utilerrors.NewAggregate(errs).Error()``: one message, or distinct ones in brackets."""
+    distinct = list(dict.fromkeys(errors))
+    if len(distinct) == 1:
+        return distinct[0]
+    return "[" + ", ".join(distinct) + "]"
+
+
+class _DryRunError(Exception):
+    def __init__(self, status: Status) -> None:
+        super().__init__(status.message)
+        self.status = status
+
+
+class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
+    """Preemption of lower-priority pods (PostFilter), asynchronous as kube-scheduler v1.34."""
+
+    name = NAME
+    args_type = DefaultPreemptionArgs
+
+    def __init__(self, handle: Handle, args: Any = None) -> None:
+        decoded = decode_args(DefaultPreemptionArgs, args)
+        super().__init__(handle, decoded)
+        self.min_candidate_nodes_percentage = int(decoded.min_candidate_nodes_percentage)
+        self.min_candidate_nodes_absolute = int(decoded.min_candidate_nodes_absolute)
+        #: Where the dry run starts among the potential nodes (``getOffsetRand``).
+        self.rng = random.Random()
+        #: Preemptors whose victims are being evicted in the background.
+        self._preempting: set[str] = set()
+        #: Preemptor UID -> UID of the last victim, once only that one is left to evict.
+        self._last_victim: dict[str, str] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # -- extension points ------------------------------------------------------------------------
+
+    def post_filter(
+        self, state: CycleState, pod: Pod, filtered: dict[str, Status]
+    ) -> tuple[str | None, Status | None]:
+        nominated, status = self.preempt(state, pod, filtered)
+        if status is not None and status.message:
+            return nominated, Status(status.code, "preemption: " + status.message)
+        return nominated, status
+
+    def pre_enqueue(self, pod: Pod) -> Status | None:
+        if self.is_pod_running_preemption(pod.metadata.uid):
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, MSG_PREEMPTION_RUNNING)
+        return None
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        # Only to let a pod held by PreEnqueue be looked at again once victims are deleted; the
+        # plugins that rejected it in Filter decide whether it is worth trying.
+        return [
+            ClusterEventWithHint(
+                ClusterEvent("AssignedPod", ActionType.DELETE), self._skip_after_pod_deletion
+            )
+        ]
+
+    @staticmethod
+    def _skip_after_pod_deletion(pod: Pod, old: Any, new: Any) -> QueueingHint:
+        return QueueingHint.SKIP
+
+    # -- customization points (kube-scheduler's IsEligiblePod and MoreImportantPod) ---------------
+
+    def is_eligible_pod(self, node: NodeInfo, victim: PodInfo, preemptor: Pod) -> bool:
+        """Whether ``victim`` may be preempted at all, beyond having a lower priority."""
+        return True
+
+    def more_important_pod(self, a: Pod, b: Pod, now: float) -> bool:
+        """Whether ``a`` should be kept rather than ``b`` (victims are reprieved in this order)."""
+        return more_important_pod(a, b, now)
+
+    def is_preemption_allowed(self, node: NodeInfo, victim: PodInfo, preemptor: Pod) -> bool:
+        return pod_priority(victim.pod) < pod_priority(preemptor) and self.is_eligible_pod(
+            node, victim, preemptor
+        )
+
+    # -- the evaluator -------------------------------------------------------------------------
+
+    def preempt(
+        self, state: CycleState, pod: Pod, filtered: dict[str, Status]
+    ) -> tuple[str | None, Status | None]:
+        """``Evaluator.Preempt``: the nominated node (``None``: leave the nomination as it is,
+        ``""``: clear it) and the status, without the ``preemption:`` prefix."""
+        nominated_status = filtered.get(pod.status.nominated_node_name) or Status(
+            Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+        )
+        eligible, msg = self.pod_eligible_to_preempt_others(pod, nominated_status)
+        if not eligible:
+            return None, Status(Code.UNSCHEDULABLE, msg)
+        snapshot = self.handle.snapshot
+        all_nodes = list(snapshot.node_infos())
+        if not all_nodes:
+            return None, Status(Code.ERROR, "no nodes available")
+        now = time.time()
+        candidates, statuses, errors = self.find_candidates(state, pod, all_nodes, filtered, now)
+        if errors and not candidates:
+            return None, Status(Code.ERROR, _aggregate(errors))
+        if not candidates:
+            return "", Status(Code.UNSCHEDULABLE, self._fit_error(pod, all_nodes, statuses))
+        best = self.select_candidate(candidates, now)
+        if best is None or not best.name:
+            return None, Status(Code.UNSCHEDULABLE, MSG_NO_CANDIDATE)
+        self.prepare_candidate_async(best, pod)
+        return best.name, None
+
+    def pod_eligible_to_preempt_others(
+        self, pod: Pod, nominated_node_status: Status | None
+    ) -> tuple[bool, str]:
+        """``PodEligibleToPreemptOthers``."""
+        if pod.spec.preemption_policy == PREEMPT_NEVER:
+            return False, MSG_POLICY_NEVER
+        name = pod.status.nominated_node_name
+        if name:
+            if (
+                nominated_node_status is not None
+                and nominated_node_status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+            ):
+                return True, ""
+            info = self.handle.snapshot.get(name)
+            if info is not None:
+                for pi in info.pods.values():
+                    if self.is_preemption_allowed(info, pi, pod) and pod_terminating_by_preemption(
+                        pi.pod
+                    ):
+                        return False, MSG_TERMINATING_VICTIM
+        return True, ""
+
+    def calculate_num_candidates(self, num_nodes: int) -> int:
+        """``max(nodes × percentage / 100, absolute)``, at most ``num_nodes``."""
+        n = num_nodes * self.min_candidate_nodes_percentage // 100
+        n = max(n, self.min_candidate_nodes_absolute)
+        return min(n, num_nodes)
+
+    def get_offset_and_num_candidates(self, num_nodes: int) -> tuple[int, int]:
+        """A random offset into the potential nodes, and how many candidates to look for."""
+        return self.rng.randrange(num_nodes), self.calculate_num_candidates(num_nodes)
+
+    def find_candidates(
+        self,
+        state: CycleState,
+        pod: Pod,
+        all_nodes: Sequence[NodeInfo],
+        filtered: dict[str, Status],
+        now: float,
+    ) -> tuple[list[Candidate], dict[str, Status], list[str]]:
+        """Dry runs on the nodes Filter rejected as Unschedulable: candidates, the status of each
+        node that is none, and the errors met."""
+        potential = [
+            info
+            for info in all_nodes
+            if (s := filtered.get(info.name)) is not None and s.code == Code.UNSCHEDULABLE
+        ]
+        if not potential:
+            log.debug("preemption will not help schedule pod %s on any node", pod.key)
+            return [], {}, []
+        pdbs = self.handle.list_objects(PodDisruptionBudget)
+        offset, num = self.get_offset_and_num_candidates(len(potential))
+        return self.dry_run_preemption(state, pod, potential, pdbs, offset, num, now)
+
+    def dry_run_preemption(
+        self,
+        state: CycleState,
+        pod: Pod,
+        potential: Sequence[NodeInfo],
+        pdbs: Sequence[PodDisruptionBudget],
+        offset: int,
+        num_candidates: int,
+        now: float | None = None,
+    ) -> tuple[list[Candidate], dict[str, Status], list[str]]:
+        """``DryRunPreemption``: visit ``potential`` round robin from ``offset`` until
+        ``num_candidates`` candidates are found with at least one violating no PDB. Candidates
+        violating none come first; each list keeps at most ``num_candidates``."""
+        clock = time.time() if now is None else now
+        non_violating: list[Candidate] = []
+        violating: list[Candidate] = []
+        statuses: dict[str, Status] = {}
+        errors: list[str] = []
+        n = len(potential)
+        for i in range(n):
+            info = potential[(offset + i) % n]
+            victims, num_violations, status = self.select_victims_on_node(
+                state.clone(), pod, info, pdbs, clock
+            )
+            if status is None and victims:
+                found = non_violating if num_violations == 0 else violating
+                if len(found) < num_candidates:
+                    found.append(Candidate(info.name, Victims(victims, num_violations)))
+                if non_violating and len(non_violating) + len(violating) >= num_candidates:
+                    break
+                continue
+            if status is None:
+                status = Status(
+                    Code.ERROR, f'expected at least one victim pod on node "{info.name}"'
+                )
+            if status.code == Code.ERROR:
+                errors.append(status.message)
+            statuses[info.name] = status
+        return non_violating + violating, statuses, errors
+
+    def select_victims_on_node(
+        self,
+        state: CycleState,
+        pod: Pod,
+        node: NodeInfo,
+        pdbs: Sequence[PodDisruptionBudget],
+        now: float | None = None,
+    ) -> tuple[list[Pod], int, Status | None]:
+        """``SelectVictimsOnNode``: the fewest pods to evict from ``node`` so that ``pod`` fits,
+        most important first, and how many of them violate a PDB; or why there are none.
+        ``state`` is changed (pass a clone); the node is as before when this returns."""
+        clock = time.time() if now is None else now
+        handle = self.handle
+        try:
+            with handle.trial(node.name) as trial:
+                info = trial.node
+
+                def remove(pi: PodInfo) -> None:
+                    trial.remove_pod(pi)
+                    s = handle.run_pre_filter_extension_remove_pod(state, pod, pi, info)
+                    if s is not None:
+                        raise _DryRunError(s)
+
+                def add(pi: PodInfo) -> None:
+                    trial.add_pod(pi)
+                    s = handle.run_pre_filter_extension_add_pod(state, pod, pi, info)
+                    if s is not None:
+                        raise _DryRunError(s)
+
+                potential = [
+                    pi for pi in info.pods.values() if self.is_preemption_allowed(info, pi, pod)
+                ]
+                for pi in potential:
+                    remove(pi)
+                if not potential:
+                    return [], 0, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_NO_VICTIMS)
+                status = handle.run_filter_plugins_with_nominated_pods(state, pod, info)
+                if status is not None:
+                    return [], 0, status
+
+                def cmp(a: PodInfo, b: PodInfo) -> int:
+                    if self.more_important_pod(a.pod, b.pod, clock):
+                        return -1
+                    return 1 if self.more_important_pod(b.pod, a.pod, clock) else 0
+
+                key = functools.cmp_to_key(cmp)
+                potential.sort(key=key)
+                violating, non_violating = filter_pods_with_pdb_violation(potential, pdbs)
+                victims: list[PodInfo] = []
+
+                def reprieve(pi: PodInfo) -> bool:
+                    add(pi)
+                    fits = handle.run_filter_plugins_with_nominated_pods(state, pod, info) is None
+                    if not fits:
+                        remove(pi)
+                        victims.append(pi)
+                    return fits
+
+                num_violating = sum(1 for pi in violating if not reprieve(pi))
+                for pi in non_violating:
+                    reprieve(pi)
+                if violating and non_violating:
+                    victims.sort(key=key)
+                return [pi.pod for pi in victims], num_violating, None
+        except _DryRunError as e:
+            return [], 0, e.status
+
+    def select_candidate(
+        self, candidates: Sequence[Candidate], now: float | None = None
+    ) -> Candidate | None:
+        if not candidates:
+            return None
+        if len(candidates) == 1:
+            return candidates[0]
+        name = pick_one_node_for_preemption(candidates, now)
+        return next((c for c in candidates if c.name == name), candidates[0])
+
+    def _fit_error(
+        self, pod: Pod, all_nodes: Sequence[NodeInfo], statuses: dict[str, Status]
+    ) -> str:
+        """The FitError of the dry run: each tried node's status, the others not helpful."""
+        groups = [
+            NodeGroup(np.array([info.slot], dtype=np.int64), statuses[info.name])
+            for info in all_nodes
+            if info.name in statuses
+        ]
+        absent = [info.slot for info in all_nodes if info.name not in statuses]
+        if absent:
+            not_helpful = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_NOT_HELPFUL)
+            groups.append(NodeGroup(np.array(absent, dtype=np.int64), not_helpful))
+        return str(FitError(pod, Diagnosis(num_all_nodes=len(all_nodes), groups=groups)))
+
+    # -- carrying it out -------------------------------------------------------------------------
+
+    def is_pod_running_preemption(self, uid: str) -> bool:
+        """``IsPodRunningPreemption``: the pod's victims are still being evicted. Once only the
+        last victim is left, the preemption counts as done as soon as that victim is gone or
+        being deleted."""
+        if uid not in self._preempting:
+            return False
+        last = self._last_victim.get(uid)
+        if last is None:
+            return True
+        victim = self.handle.snapshot.pod_info(last)
+        return victim is not None and victim.pod.metadata.deletion_timestamp is None
+
+    def prepare_candidate_async(self, candidate: Candidate, pod: Pod) -> None:
+        """``prepareCandidateAsync``: evict the victims in the background; the pod is held by
+        PreEnqueue until that is done."""
+        victims = [v for v in candidate.victims.pods if v.metadata.deletion_timestamp is None]
+        if not victims:
+            return
+        uid = pod.metadata.uid
+        self._preempting.add(uid)
+        task = asyncio.get_running_loop().create_task(
+            self._preempt_in_background(candidate.name, pod, victims)
+        )
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _preempt_in_background(self, node: str, pod: Pod, victims: Sequence[Pod]) -> None:
+        handle, uid = self.handle, pod.metadata.uid
+        ok = True
+        try:
+            # Lower-priority pods nominated to this node may no longer fit there: clearing their
+            # nomination sends them to look for another node now.
+            priority = pod_priority(pod)
+            for pi in handle.nominated_pods_for_node(node):
+                if pod_priority(pi.pod) >= priority or not pi.pod.status.nominated_node_name:
+                    continue
+                try:
+                    await handle.clear_nominated_node_name(pi.pod)
+                except Exception as e:
+                    log.error("cannot clear the nominated node of pod %s: %s", pi.pod.key, e)
+                    ok = False
+            preempt_last = True
+            if len(victims) > 1:
+                results = await asyncio.gather(
+                    *(handle.preempt_pod(pod, v, node, self.name) for v in victims[:-1]),
+                    return_exceptions=True,
+                )
+                for v, r in zip(victims[:-1], results, strict=True):
+                    if isinstance(r, BaseException):
+                        log.error("preempting %s for %s failed: %s", v.key, pod.key, r)
+                        ok = preempt_last = False
+            if preempt_last:
+                last = victims[-1]
+                self._last_victim[uid] = last.metadata.uid
+                try:
+                    await handle.preempt_pod(pod, last, node, self.name)
+                except Exception as e:
+                    log.error("preempting %s for %s failed: %s", last.key, pod.key, e)
+                    ok = False
+        finally:
+            self._preempting.discard(uid)
+            self._last_victim.pop(uid, None)
+            log.info(
+                "preemption for pod %s on node %s finished (%s)",
+                pod.key,
+                node,
+                "ok" if ok else "error",
+            )
+            if not ok:
+                # The pod could wait in unschedulablePods for an event that never comes.
+                handle.activate([pod])
+
+    async def wait_for_evictions(self) -> None:
+        """Until the evictions started so far are done (tests, shutdown)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+
+__all__ = [
+    "DISRUPTION_TARGET",
+    "ERR_NOT_HELPFUL",
+    "ERR_NO_VICTIMS",
+    "MSG_POLICY_NEVER",
+    "MSG_PREEMPTION_RUNNING",
+    "MSG_TERMINATING_VICTIM",
+    "NAME",
+    "REASON_PREEMPTION_BY_SCHEDULER",
+    "Candidate",
+    "DefaultPreemption",
+    "Victims",
+    "filter_pods_with_pdb_violation",
+    "more_important_pod",
+    "pick_one_node_for_preemption",
+    "pod_priority",
+    "pod_start_time",
+    "pod_terminating_by_preemption",
+]

@@ -1,0 +1,209 @@
+"""Preemption through the scheduling loop (queue, cache, Scheduler) with an in-memory cluster:
+nomination, the preemptor held until its victims are gone, the room kept from lower-priority
+pods, and the preemptor placed on its nominated node."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+
+from builders import make_node, make_pod
+from kubesched.api import Pod
+from kubesched.config import load_config_from_dict
+from kubesched.framework import Snapshot, build_frameworks
+from kubesched.plugins import default_registry
+from kubesched.plugins.default_preemption import DefaultPreemption
+from kubesched.scheduler import Cache, Scheduler, SchedulingQueue
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Cluster:
+    """The API server's side: binds, deletes victims, writes the nominated node; every change
+    reported to the scheduler as its informer would."""
+
+    def __init__(self) -> None:
+        self.scheduler: Scheduler | None = None
+        self.pods: dict[str, Pod] = {}
+        self.failures: dict[str, tuple[str, str | None]] = {}
+        self.events: list[tuple[str, str]] = []
+
+    @property
+    def sched(self) -> Scheduler:
+        assert self.scheduler is not None
+        return self.scheduler
+
+    def create(self, pod: Pod) -> None:
+        self.pods[pod.metadata.uid] = pod
+        self.sched.on_pod_add(pod)
+
+    def _update(self, new: Pod) -> None:
+        old = self.pods[new.metadata.uid]
+        self.pods[new.metadata.uid] = new
+        self.sched.on_pod_update(old, new)
+
+    # APIClient
+    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+        pod = self.pods[uid]
+        self._update(
+            msgspec.structs.replace(pod, spec=msgspec.structs.replace(pod.spec, node_name=node))
+        )
+
+    # PodEvictor
+    async def evict(self, victim: Pod, preemptor: Pod) -> None:
+        gone = self.pods.pop(victim.metadata.uid, None)
+        if gone is not None:
+            self.sched.on_pod_delete(gone)
+
+    def preempted(self, victim: Pod, preemptor: Pod, node: str, profile: str) -> None:
+        self.events.append(
+            (victim.metadata.name, f"Preempted by pod {preemptor.metadata.uid} on node {node}")
+        )
+
+    async def clear_nominated_node_name(self, pod: Pod) -> None:
+        self.set_nominated(pod.metadata.uid, "")
+
+    # ClusterWriter
+    def scheduled(self, pod: Pod, node: str, profile: str) -> None:
+        pass
+
+    def failed(
+        self, pod: Pod, reason: str, message: str, profile: str, nominated_node: str | None
+    ) -> None:
+        self.failures[pod.metadata.name] = (message, nominated_node)
+
+    def set_nominated(self, uid: str, node: str) -> None:
+        pod = self.pods[uid]
+        status = msgspec.structs.replace(pod.status, nominated_node_name=node)
+        self._update(msgspec.structs.replace(pod, status=status))
+
+    def node_of(self, name: str) -> str:
+        return next(p.spec.node_name for p in self.pods.values() if p.metadata.name == name)
+
+
+def setup(
+    nodes: list[Any], pods: list[Pod], profile: Mapping[str, Any] | None = None
+) -> tuple[Cluster, Scheduler, SchedulingQueue, Clock, DefaultPreemption | None]:
+    config = load_config_from_dict(
+        {
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            "profiles": [{"schedulerName": "default-scheduler", **(profile or {})}],
+        }
+    )
+    cluster = Cluster()
+    snapshot = Snapshot()
+    frameworks = build_frameworks(
+        config, default_registry(), snapshot, client=cluster, rng=random.Random(3)
+    )
+    fwk = frameworks["default-scheduler"]
+    fwk.set_evictor(cluster)
+    clock = Clock()
+    queue = SchedulingQueue(
+        less=fwk.less,
+        pre_enqueue=fwk.run_pre_enqueue,
+        events_to_register=fwk.events_to_register(),
+        clock=clock,
+    )
+    scheduler = Scheduler(profiles=frameworks, cache=Cache(snapshot), queue=queue, writer=cluster)
+    cluster.scheduler = scheduler
+    for n in nodes:
+        scheduler.on_node_add(n)
+    for p in pods:
+        cluster.create(p)
+    plugin = fwk.plugin("DefaultPreemption")
+    assert plugin is None or isinstance(plugin, DefaultPreemption)
+    return cluster, scheduler, queue, clock, plugin
+
+
+def pod(name: str, priority: int, node_name: str = "") -> Pod:
+    p = make_pod(name, cpu="1", priority=priority, node_name=node_name)
+    return msgspec.structs.replace(p, metadata=msgspec.structs.replace(p.metadata, uid=name))
+
+
+async def test_a_preemptor_is_nominated_waits_for_its_victims_and_lands_on_its_node() -> None:
+    cluster, scheduler, queue, clock, plugin = setup(
+        [make_node("node1", cpu="1"), make_node("node2", cpu="1")],
+        [pod("low1", 0, "node1"), pod("low2", 10, "node2")],
+    )
+    assert plugin is not None
+    cluster.create(pod("p", 100))
+
+    # As FitError writes a PostFilter message ending in a period: "pod.." is kube-scheduler's.
+    qpi = queue.try_pop()
+    assert qpi is not None
+    assert scheduler.schedule_one(qpi).reason == "Unschedulable"
+    # The victim on node1 has the lowest priority: node1 is nominated, nothing preempted yet.
+    assert cluster.failures["p"] == ("0/2 nodes are available: 2 Insufficient cpu.", "node1")
+    assert queue.nominated_node("p") == "node1"
+    assert queue.where("p") == "unschedulable"
+    cluster.set_nominated("p", "node1")  # the status write, seen by the informer
+
+    await plugin.wait_for_evictions()
+    assert "low1" not in {p.metadata.name for p in cluster.pods.values()}
+    assert cluster.events == [("low1", "Preempted by pod p on node node1")]
+
+    # A lower-priority pod cannot take the room kept for the nominated preemptor.
+    cluster.create(pod("q", 5))
+    clock.now += 20
+    queue.flush_backoff_completed()
+    first = queue.try_pop()
+    assert first is not None
+    assert first.pod.metadata.name == "p"  # higher priority first
+    second = queue.try_pop()
+    assert second is not None
+    assert scheduler.schedule_one(second).reason == "Unschedulable"
+    assert cluster.failures["q"][0] == (
+        "0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: "
+        "2 No preemption victims found for incoming pod.."
+    )
+
+    outcome = scheduler.schedule_one(first)
+    assert (outcome.reason, outcome.node) == ("Assumed", "node1")
+    # Counted on node1 as assumed now, so no longer as nominated there.
+    assert queue.nominated_node("p") is None
+    await scheduler.drain()
+    assert cluster.node_of("p") == "node1"
+    assert queue.nominated_node("p") is None
+
+
+async def test_no_preemption_when_nothing_has_lower_priority() -> None:
+    cluster, scheduler, queue, _clock, plugin = setup(
+        [make_node("node1", cpu="1")], [pod("high", 100, "node1")]
+    )
+    assert plugin is not None
+    cluster.create(pod("p", 100))
+    qpi = queue.try_pop()
+    assert qpi is not None
+    scheduler.schedule_one(qpi)
+    await plugin.wait_for_evictions()
+    assert cluster.failures["p"] == (
+        "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: "
+        "1 No preemption victims found for incoming pod..",
+        "",
+    )
+    assert cluster.events == []
+
+
+async def test_disabling_the_plugin_turns_preemption_off() -> None:
+    cluster, scheduler, queue, _clock, plugin = setup(
+        [make_node("node1", cpu="1")],
+        [pod("low", 0, "node1")],
+        {"plugins": {"multiPoint": {"disabled": [{"name": "DefaultPreemption"}]}}},
+    )
+    assert plugin is None
+    cluster.create(pod("p", 100))
+    qpi = queue.try_pop()
+    assert qpi is not None
+    scheduler.schedule_one(qpi)
+    assert cluster.failures["p"] == ("0/1 nodes are available: 1 Insufficient cpu.", "")
+    assert "low" in cluster.pods
