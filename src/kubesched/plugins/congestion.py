@@ -118,52 +118,64 @@ class Congestion(ScorePlugin):
         decoded = decode_args(CongestionArgs, args)
         super().__init__(handle, decoded)
         self.maximum = decoded.congestion_factor_max
-        # slot -> (Node object, its factor or None when invalid)
-        self._factors: dict[int, tuple[Node, int | None]] = {}
+        # By slot: the Node object last read, its clamped factor, whether the value was invalid.
+        self._refs: list[Node | None] = []
+        self._cf = np.zeros(0, dtype=np.float64)
+        self._bad = np.zeros(0, dtype=np.bool_)
         #: Node evaluations with an invalid factor (also ``kubesched_congestion_invalid_factors``).
         self.invalid = 0
 
-    def _factor(self, info: NodeInfo) -> int | None:
-        node = info.node
-        assert node is not None
-        hit = self._factors.get(info.slot)
-        if hit is None or hit[0] is not node:
+    def _read(self, nodes: Nodes) -> None:
+        """Parse the annotation of nodes whose Node object changed since they were last read."""
+        slots = nodes.slots.tolist()
+        at = nodes.snapshot.at
+        refs = self._refs
+        known = len(refs)
+        changed = [s for s in slots if s >= known or refs[s] is not at(s).node]
+        if not changed:
+            return
+        size = max(changed) + 1
+        if size > known:
+            refs.extend([None] * (size - known))
+            cf = np.zeros(size, dtype=np.float64)
+            cf[:known] = self._cf
+            bad = np.zeros(size, dtype=np.bool_)
+            bad[:known] = self._bad
+            self._cf, self._bad = cf, bad
+        for slot in changed:
+            node = at(slot).node
+            assert node is not None
+            refs[slot] = node
             raw = node.metadata.annotations.get(CONGESTION_FACTOR_KEY)
             factor = parse_factor(raw)
             if factor is None:
                 log.warning(
                     "%s: node %s has %s=%r, not an integer; scored as uncongested",
                     NAME,
-                    info.name,
+                    node.metadata.name,
                     CONGESTION_FACTOR_KEY,
                     raw,
                 )
-            hit = self._factors[info.slot] = (node, factor)
-        return hit[1]
+            self._bad[slot] = factor is None
+            self._cf[slot] = min(factor, self.maximum) if factor is not None and factor > 0 else 0
 
     def score_nodes(
         self, state: CycleState, pod: Pod, nodes: Nodes
     ) -> tuple[IntArray, Status | None]:
-        factors = [self._factor(info) for info in nodes.infos()]
-        invalid = sum(1 for f in factors if f is None)
+        self._read(nodes)
+        invalid = int(self._bad[nodes.slots].sum())
         if invalid:
             self.invalid += invalid
             INVALID_FACTORS.labels(self.handle.profile_name).inc(invalid)
-        top = self.maximum
-        cf = np.fromiter(
-            (min(f, top) if f is not None and f > 0 else 0 for f in factors),
-            dtype=np.float64,
-            count=len(factors),
-        )
+        cf = self._cf[nodes.slots]
         scores = np.floor(MAX_NODE_SCORE * (1.0 - cf / float(self.maximum)) + 0.5)
         return scores.astype(np.int64), None
 
     def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status | None]:
-        factor = self._factor(node)
-        if factor is None:
-            self.invalid += 1
-            INVALID_FACTORS.labels(self.handle.profile_name).inc()
-        return congestion_score(factor or 0, self.maximum), None
+        scores, status = self.score_nodes(
+            state, pod, Nodes(self.handle.snapshot, np.array([node.slot], dtype=np.int64))
+        )
+        return int(scores[0]), status
 
 
 __all__ = [

@@ -1,15 +1,15 @@
 """SafeOverload and SafeBalance in ``kubesched run`` on a real apiserver.
 
-First with statistics that ``kubesched annotate-nodes`` wrote from a real Prometheus (constant
-series, so the numbers are exact), then with hand-written statistics whose Beta distributions
-have integer shapes, so every risk is a closed form. Pods land where the documented formulas
-say, and a pod that fits nowhere is told why.
+First with statistics that a round of ``kubesched annotate-nodes`` wrote from a real
+Prometheus (constant series, so the numbers are exact), then with hand-written statistics whose
+Beta distributions have integer shapes, so every risk is a closed form. Pods land where the
+documented formulas say, and a pod that fits nowhere is told why.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,10 +32,12 @@ from e2e.scheduler.sched_e2e import (
     create_pod,
     eventually,
     get_pod,
-    kubesched_argv,
     pod_manifest,
 )
+from kubesched.annotator import Options, Round, annotate_once
 from kubesched.cluster import ClusterInfo
+from kubesched.kube import APIClient
+from kubesched.plugins.network_traffic import PrometheusClient
 
 if TYPE_CHECKING:
     from conftest import AdminClient
@@ -120,41 +122,41 @@ def test_statistics_from_prometheus_decide_placement(
     for k, (cores, mem) in free.items():
         monitoring.exporter.node_idle_cpu(names[k], cores)
         monitoring.exporter.node_free_memory(names[k], mem * GI)
-    monitoring.prometheus.wait_for_samples(
-        f'node_cpu_seconds_total{{kubernetes_node=~"sf-{g}-.*"}}', 6
-    )
     profile = f"sf-{g}"
-    with nodes(admin_client, [annotated_node(n, g) for n in names.values()]):
-        done = subprocess.run(
-            [
-                *kubesched_argv(),
-                "annotate-nodes",
-                f"--prometheus={monitoring.prometheus.url}",
-                f"--kubeconfig={control_plane.kubeconfig}",
-                "--once",
-                "--window=2s",
-                "--step=1s",
-                "--rate-window=2s",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
+    with (
+        nodes(admin_client, [annotated_node(n, g) for n in names.values()]),
+        namespace(admin_client) as ns,
+        scheduler(safe_config(profile), tmp_path, control_plane.kubeconfig) as proc,
+    ):
+        # a 2s window of 2s rates: 5 samples cover every point
+        monitoring.prometheus.wait_for_samples(
+            f'node_cpu_seconds_total{{kubernetes_node=~"sf-{g}-.*"}}', 6
         )
-        assert done.returncode == 0, done.stderr
-        with (
-            namespace(admin_client) as ns,
-            scheduler(safe_config(profile), tmp_path, control_plane.kubeconfig) as proc,
-        ):
-            pod(admin_client, ns, profile, "fits", group=g, cpu="600m", memory="256Mi")
-            assert bound_node(admin_client, ns, "fits", watch=proc) == names["a"]
-            # 3.5 CPUs: no room left on a (NodeResourcesFit, which runs first); above 90% of
-            # cpu on b, c and d, and of memory on c too
-            pod(admin_client, ns, profile, "big", group=g, cpu="3500m", memory="256Mi")
-            message = unschedulable_message(admin_client, ns, "big")
-            assert "1 Insufficient cpu" in message
-            assert f"3 {CPU_RISK}" in message
-            assert f"1 {MEMORY_RISK}" in message
+        result = annotate(monitoring, control_plane)
+        assert set(names.values()) <= set(result.annotated)
+        pod(admin_client, ns, profile, "fits", group=g, cpu="600m", memory="256Mi")
+        assert bound_node(admin_client, ns, "fits", watch=proc) == names["a"]
+        # 3.5 CPUs: no room left on a (NodeResourcesFit, which runs first); above 90% of
+        # cpu on b, c and d, and of memory on c too
+        pod(admin_client, ns, profile, "big", group=g, cpu="3500m", memory="256Mi")
+        message = unschedulable_message(admin_client, ns, "big")
+        assert "1 Insufficient cpu" in message
+        assert f"3 {CPU_RISK}" in message
+        assert f"1 {MEMORY_RISK}" in message
+
+
+def annotate(monitoring: Monitoring, control_plane: ClusterInfo) -> Round:
+    """One round of ``kubesched annotate-nodes`` (tests/e2e/annotator runs the command)."""
+    options = Options(monitoring.prometheus.url, window=2.0, step=1.0, rate_window="2s")
+
+    async def once() -> Round:
+        api = APIClient.from_kubeconfig(control_plane.kubeconfig)
+        try:
+            return await annotate_once(api, PrometheusClient(options.prometheus), options)
+        finally:
+            await api.aclose()
+
+    return asyncio.run(once())
 
 
 def std_for(mu: float, alpha: float, beta: float, capacity: float) -> str:

@@ -19,6 +19,7 @@ from builders import make_pod
 from kubesched.api import Node, Pod
 from kubesched.config import ConfigError
 from kubesched.framework import (
+    ActionType,
     Code,
     CycleState,
     FitError,
@@ -411,3 +412,16 @@ def test_vectorized_scores_match_per_node_scores_on_random_nodes() -> None:
         one = [plugin.score(CycleState(), pod, info)[0] for info in all_nodes(snap).infos()]
         assert vec.tolist() == one
         assert ((vec >= 0) & (vec <= 100)).all()
+
+
+def test_new_statistics_requeue_rejected_pods() -> None:
+    plugin = SafeOverload(_Handle(Snapshot()))
+    [registered] = plugin.events_to_register()
+    assert registered.event.resource == "Node"
+    for action in (
+        ActionType.ADD,
+        ActionType.UPDATE_NODE_ANNOTATION,
+        ActionType.UPDATE_NODE_ALLOCATABLE,
+    ):
+        assert registered.event.action & action
+    assert not registered.event.action & ActionType.UPDATE_NODE_LABEL

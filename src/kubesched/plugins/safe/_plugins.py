@@ -6,8 +6,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
-from kubesched.api import Pod
+from kubesched.api import Pod, pod_requests
 from kubesched.config import decode_args
 from kubesched.framework import (
     ActionType,
@@ -45,6 +46,8 @@ ERR_REASON_CPU = "node(s) were at risk of cpu overload"
 ERR_REASON_MEMORY = "node(s) were at risk of memory overload"
 
 _STATE_KEY = "Filter" + SAFE_OVERLOAD
+#: Request sizes whose ranks SafeOverload keeps.
+_RANK_CACHE_SIZE = 64
 
 
 @dataclass(slots=True)
@@ -73,12 +76,42 @@ class SafeOverload(SafePlugin, FilterPlugin, ScorePlugin, EnqueueExtensions):
         self.percentile = decoded.percentile / 100.0
         self.forecast_weight = decoded.forecast_weight / 100.0
         self.max_stats_age = decoded.max_stats_age
+        # (resource, request) -> (rank by slot, the row generation it was computed at)
+        self._rank_cache: dict[tuple[str, int], tuple[FloatArray, npt.NDArray[np.int64]]] = {}
 
     def risks(self, pod: Pod, nodes: Nodes) -> tuple[dict[str, FloatArray], dict[str, BoolArray]]:
-        """``risk = 1 - rank(mu, sigma, utilization)`` per resource, and where it is known."""
+        """``risk = 1 - rank(mu, sigma, utilization)`` per resource, and where it is known.
+
+        Ranks are kept per request size and node (replicas ask the same), until the node's
+        statistics or allocatable amount change."""
         u = self.utilization(pod, nodes)
-        risk = {r: 1.0 - rank(u.mu[r], u.sigma[r], self.threshold) for r in (CPU, MEMORY)}
+        demand = pod_requests(pod)
+        risk = {}
+        for r in (CPU, MEMORY):
+            ranks = self._ranks(r, demand.get(r, 0), nodes, u.mu[r], u.sigma[r])
+            risk[r] = 1.0 - ranks
         return risk, u.ok
+
+    def _ranks(
+        self, resource: str, demand: int, nodes: Nodes, mu: FloatArray, sigma: FloatArray
+    ) -> FloatArray:
+        key = (resource, demand)
+        generation = self._table.generation
+        entry = self._rank_cache.pop(key, None)
+        if entry is None or len(entry[0]) < len(generation):
+            entry = (np.zeros(len(generation), dtype=np.float64), np.full(len(generation), -1))
+        self._rank_cache[key] = entry  # most recently used last
+        if len(self._rank_cache) > _RANK_CACHE_SIZE:
+            self._rank_cache.pop(next(iter(self._rank_cache)))
+        values, computed_at = entry
+        slots = nodes.slots
+        stale = computed_at[slots] != generation[slots]
+        if stale.any():
+            fresh = slots[stale]
+            values[fresh] = rank(mu[stale], sigma[stale], self.threshold)
+            computed_at[fresh] = generation[fresh]
+        out: FloatArray = values[slots]
+        return out
 
     # -- Filter --------------------------------------------------------------------------------
 

@@ -159,6 +159,9 @@ class StatsTable:
         self.forecast: dict[str, FloatArray] = {}
         self.codes: dict[str, npt.NDArray[np.int8]] = {}
         self.updated_at: FloatArray = np.zeros(0)
+        #: Bumped on every parse, so results derived from a row can be kept until it changes.
+        self.generation: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self._parses = 0
         self._empty(0)
 
     def _empty(self, size: int) -> None:
@@ -176,6 +179,9 @@ class StatsTable:
             grown[: len(codes)] = codes
             self.codes[r] = grown
         self.updated_at = grow(self.updated_at, np.nan)
+        generation = np.zeros(size, dtype=np.int64)
+        generation[: len(self.generation)] = self.generation
+        self.generation = generation
         self.refs.extend([None] * (size - len(self.refs)))
         self.size = size
 
@@ -192,6 +198,8 @@ class StatsTable:
             if refs[slot] is node:
                 continue
             refs[slot] = node
+            self._parses += 1
+            self.generation[slot] = self._parses
             parsed = parse_annotations(given)
             for r in RESOURCES:
                 a = parsed.of(r)
