@@ -76,15 +76,22 @@ def nodes(admin_client: AdminClient, run_id: str) -> Iterator[dict[str, str]]:
 
 @pytest.fixture
 async def scheduler(control_plane: ClusterInfo, run_id: str) -> AsyncIterator[str]:
-    """``kubesched run``'s service with one profile (kube-scheduler's default plugins) of this
-    test's own; yields its schedulerName."""
+    """``kubesched run``'s service with one profile of this test's own (kube-scheduler's default
+    plugins but DefaultPreemption); yields its schedulerName."""
     profile = f"spread-{run_id}"
     config = load_config_from_dict(
         {
             "apiVersion": "kubescheduler.config.k8s.io/v1",
             "kind": "KubeSchedulerConfiguration",
             "leaderElection": {"leaderElect": False},
-            "profiles": [{"schedulerName": profile}],
+            # Without preemption the message ends after the filter verdicts (no pod here
+            # could be preempted anyway: they all have priority 0).
+            "profiles": [
+                {
+                    "schedulerName": profile,
+                    "plugins": {"postFilter": {"disabled": [{"name": "DefaultPreemption"}]}},
+                }
+            ],
         }
     )
     async with APIClient.from_kubeconfig(str(control_plane.kubeconfig)) as client:
