@@ -59,6 +59,8 @@ DEFAULT_STEP = 15.0
 DEFAULT_RATE_WINDOW = "1m"
 #: Node patches in flight at once.
 _CONCURRENCY = 16
+#: Prometheus refuses range queries of more points per series.
+_MAX_POINTS = 11000
 
 
 class AnnotatorError(Exception):
@@ -81,6 +83,16 @@ class Options:
     bearer_token_file: str = ""
     ca_file: str = ""
     timeout: float = 30.0
+
+    def __post_init__(self) -> None:
+        for name in ("interval", "window", "step", "timeout"):
+            if not getattr(self, name) > 0:
+                raise AnnotatorError(f"--{name} must be positive, not {getattr(self, name)}")
+        if self.window / self.step > _MAX_POINTS:
+            raise AnnotatorError(
+                f"--window / --step is {self.window / self.step:.0f} points per node; "
+                f"Prometheus answers at most {_MAX_POINTS}"
+            )
 
 
 def _by_node(expr: str, options: Options, *, total: bool = False) -> tuple[str, str]:

@@ -93,6 +93,15 @@ def test_annotation_values() -> None:
     }
 
 
+def test_options_are_checked() -> None:
+    with pytest.raises(AnnotatorError, match="--interval must be positive, not 0"):
+        Options("http://p", interval=0)
+    with pytest.raises(AnnotatorError, match="--step must be positive"):
+        Options("http://p", step=-1)
+    with pytest.raises(AnnotatorError, match="86400 points per node; Prometheus answers at most"):
+        Options("http://p", window=86400, step=1)
+
+
 def test_parse_seconds() -> None:
     assert parse_seconds("60") == 60
     assert parse_seconds("1.5") == 1.5
