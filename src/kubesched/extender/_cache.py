@@ -5,7 +5,11 @@ Two snapshots, each with its own frameworks:
 * the **cluster** snapshot holds the nodes and assigned pods the informers deliver; it serves
   requests that name nodes (``NodeNames``, a ``nodeCacheCapable`` extender) and preemption;
 * the **body** snapshot holds the nodes of the ``NodeList`` bodies kube-scheduler sends when the
-  extender is not ``nodeCacheCapable``, plus the same assigned pods. A node is decoded again
+  extender is not ``nodeCacheCapable``, plus the same assigned pods.
+
+Both also get the labels of Namespaces and the pod selectors of Services, ReplicationControllers,
+ReplicaSets and StatefulSets when a profile has a plugin that reads them (InterPodAffinity,
+PodTopologySpread). A node is decoded again
   only when its ``uid`` or ``resourceVersion`` changes, so a steady cluster costs one cheap peek
   per node per request. Nodes that stop appearing in bodies are forgotten after a while.
 
@@ -20,25 +24,39 @@ import re
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
-from typing import Final
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
+from typing import Any, Final
 
 import msgspec
 import numpy as np
 
-from kubesched.api import Node, Pod
+from kubesched.api import LabelSelector, Node, ObjectMeta, Pod
 from kubesched.extender._protocol import peek_decoder
 from kubesched.framework import IntArray, PodInfo, Snapshot
 from kubesched.kube import ResourceEventHandler
 
-__all__ = ["BadNodeError", "BodyNodes", "ClusterCache", "NodeHandler", "PodHandler"]
+__all__ = [
+    "WORKLOAD_PATHS",
+    "BadNodeError",
+    "BodyNodes",
+    "ClusterCache",
+    "MapWorkload",
+    "Namespace",
+    "NamespaceHandler",
+    "NodeHandler",
+    "PodHandler",
+    "SelectorWorkload",
+    "Workload",
+    "WorkloadHandler",
+]
 
 _node_decoder: Final = msgspec.json.Decoder(Node)
 
 #: Pods in these phases hold nothing on their node.
 _TERMINAL: Final = frozenset({"Succeeded", "Failed"})
 
-_Op = tuple[str, object]
+_Op = Callable[[], None]
 
 #: The start of a Node as Go's encoder writes it: ``metadata`` first, and in it ``name``, the
 #: optional ``generateName``/``namespace``/``selfLink``, ``uid``, ``resourceVersion``, in that
@@ -49,6 +67,55 @@ _GO_NODE_PREFIX: Final = re.compile(
     rb'(?:"(?:generateName|namespace|selfLink)":"[^"\\]*",)*'
     rb'"uid":"([^"\\]*)","resourceVersion":"([^"\\]*)"'
 )
+
+
+class Namespace(msgspec.Struct, kw_only=True):
+    """The part of a Namespace the plugins read: its labels (InterPodAffinity's
+    ``namespaceSelector``)."""
+
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+
+
+class _MapSpec(msgspec.Struct):
+    selector: dict[str, str] | None = None
+
+
+class _SelectorSpec(msgspec.Struct):
+    selector: LabelSelector | None = None
+
+
+class MapWorkload(msgspec.Struct, kw_only=True):
+    """A Service or ReplicationController: its pod selector, a map."""
+
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: _MapSpec = msgspec.field(default_factory=_MapSpec)
+
+    def selector(self) -> LabelSelector | None:
+        """The selector, or ``None`` when it selects no pod (a Service without one)."""
+        s = self.spec.selector
+        return LabelSelector(match_labels=s) if s else None
+
+
+class SelectorWorkload(msgspec.Struct, kw_only=True):
+    """A ReplicaSet or StatefulSet: its pod selector, a LabelSelector."""
+
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: _SelectorSpec = msgspec.field(default_factory=_SelectorSpec)
+
+    def selector(self) -> LabelSelector | None:
+        return self.spec.selector
+
+
+#: A workload whose pod selector PodTopologySpread's default constraints read.
+Workload = MapWorkload | SelectorWorkload
+
+#: Where each workload kind is listed and watched, and what it decodes into.
+WORKLOAD_PATHS: Final[dict[str, tuple[str, type[MapWorkload] | type[SelectorWorkload]]]] = {
+    "Service": ("/api/v1/services", MapWorkload),
+    "ReplicationController": ("/api/v1/replicationcontrollers", MapWorkload),
+    "ReplicaSet": ("/apis/apps/v1/replicasets", SelectorWorkload),
+    "StatefulSet": ("/apis/apps/v1/statefulsets", SelectorWorkload),
+}
 
 
 def _counts(pod: Pod) -> bool:
@@ -84,19 +151,36 @@ class ClusterCache:
             self.on_pending()
 
     def set_node(self, node: Node) -> None:
-        self._queue(("node", node))
+        self._queue(partial(self._set_node, node))
 
     def remove_node(self, node: Node) -> None:
-        self._queue(("node-", node.metadata.name))
+        self._queue(partial(self._remove_node, node.metadata.name))
 
     def set_pod(self, pod: Pod) -> None:
         if _counts(pod):
-            self._queue(("pod", pod))
+            self._queue(partial(self._set_pod, pod))
         else:
-            self._queue(("pod-", pod.metadata.uid))
+            self._queue(partial(self._remove_pod, pod.metadata.uid))
 
     def remove_pod(self, pod: Pod) -> None:
-        self._queue(("pod-", pod.metadata.uid))
+        self._queue(partial(self._remove_pod, pod.metadata.uid))
+
+    def set_namespace(self, namespace: Namespace) -> None:
+        meta = namespace.metadata
+        self._queue(partial(self._set_namespace, meta.name, meta.labels))
+
+    def remove_namespace(self, namespace: Namespace) -> None:
+        self._queue(partial(self._remove_namespace, namespace.metadata.name))
+
+    def set_workload(self, kind: str, workload: Workload) -> None:
+        meta = workload.metadata
+        self._queue(
+            partial(self._set_workload, kind, meta.namespace, meta.name, workload.selector())
+        )
+
+    def remove_workload(self, kind: str, workload: Workload) -> None:
+        meta = workload.metadata
+        self._queue(partial(self._set_workload, kind, meta.namespace, meta.name, None))
 
     # -- worker side -------------------------------------------------------------------------
 
@@ -105,34 +189,51 @@ class ClusterCache:
         with self._lock:
             self._flush_scheduled = False
         applied = 0
-        cluster, body = self.cluster, self.body
         while True:
             try:
-                kind, value = self._pending.popleft()
+                op = self._pending.popleft()
             except IndexError:
                 return applied
             applied += 1
-            if kind == "node":
-                assert isinstance(value, Node)
-                name = value.metadata.name
-                slot = cluster.set_node(value).slot
-                if self.cluster_slots.get(name) != slot:
-                    self.cluster_slots[name] = slot
-                    self.slots_version += 1
-            elif kind == "node-":
-                assert isinstance(value, str)
-                cluster.remove_node(value)
-                if self.cluster_slots.pop(value, None) is not None:
-                    self.slots_version += 1
-            elif kind == "pod":
-                assert isinstance(value, Pod)
-                info = PodInfo.of(value)
-                cluster.add_pod(info, value.spec.node_name)
-                body.add_pod(info, value.spec.node_name)
+            op()
+
+    def _set_node(self, node: Node) -> None:
+        name = node.metadata.name
+        slot = self.cluster.set_node(node).slot
+        if self.cluster_slots.get(name) != slot:
+            self.cluster_slots[name] = slot
+            self.slots_version += 1
+
+    def _remove_node(self, name: str) -> None:
+        self.cluster.remove_node(name)
+        if self.cluster_slots.pop(name, None) is not None:
+            self.slots_version += 1
+
+    def _set_pod(self, pod: Pod) -> None:
+        info = PodInfo.of(pod)
+        self.cluster.add_pod(info, pod.spec.node_name)
+        self.body.add_pod(info, pod.spec.node_name)
+
+    def _remove_pod(self, uid: str) -> None:
+        self.cluster.remove_pod(uid)
+        self.body.remove_pod(uid)
+
+    def _set_namespace(self, name: str, labels: Mapping[str, str]) -> None:
+        self.cluster.set_namespace(name, labels)
+        self.body.set_namespace(name, labels)
+
+    def _remove_namespace(self, name: str) -> None:
+        self.cluster.remove_namespace(name)
+        self.body.remove_namespace(name)
+
+    def _set_workload(
+        self, kind: str, namespace: str, name: str, selector: LabelSelector | None
+    ) -> None:
+        for snapshot in (self.cluster, self.body):
+            if selector is None:
+                snapshot.remove_workload_selector(kind, namespace, name)
             else:
-                assert isinstance(value, str)
-                cluster.remove_pod(value)
-                body.remove_pod(value)
+                snapshot.set_workload_selector(kind, namespace, name, selector)
 
 
 class NodeHandler(ResourceEventHandler[Node]):
@@ -165,6 +266,39 @@ class PodHandler(ResourceEventHandler[Pod]):
 
     def on_delete(self, obj: Pod) -> None:
         self._cache.remove_pod(obj)
+
+
+class NamespaceHandler(ResourceEventHandler[Namespace]):
+    """The namespace informer's handler (labels, for ``namespaceSelector``)."""
+
+    def __init__(self, cache: ClusterCache) -> None:
+        self._cache = cache
+
+    def on_add(self, obj: Namespace) -> None:
+        self._cache.set_namespace(obj)
+
+    def on_update(self, old: Namespace, new: Namespace) -> None:
+        self._cache.set_namespace(new)
+
+    def on_delete(self, obj: Namespace) -> None:
+        self._cache.remove_namespace(obj)
+
+
+class WorkloadHandler(ResourceEventHandler[Any]):
+    """The handler of one workload kind's informer (selectors, for default spreading)."""
+
+    def __init__(self, cache: ClusterCache, kind: str) -> None:
+        self._cache = cache
+        self._kind = kind
+
+    def on_add(self, obj: Workload) -> None:
+        self._cache.set_workload(self._kind, obj)
+
+    def on_update(self, old: Workload, new: Workload) -> None:
+        self._cache.set_workload(self._kind, new)
+
+    def on_delete(self, obj: Workload) -> None:
+        self._cache.remove_workload(self._kind, obj)
 
 
 class BadNodeError(ValueError):

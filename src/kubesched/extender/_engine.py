@@ -203,6 +203,10 @@ class Extender:
     def default_profile(self) -> str:
         return self.profiles[0]
 
+    def uses(self, plugin: str) -> bool:
+        """Whether any profile runs ``plugin``."""
+        return any(f.plugin(plugin) is not None for f in self.cluster_profiles.values())
+
     def close(self) -> None:
         """Stop the worker thread (queued work is dropped)."""
         self._closed = True

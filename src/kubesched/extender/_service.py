@@ -7,10 +7,18 @@ import contextlib
 import gc
 import logging
 import signal
+from typing import Any
 
 from kubesched.api import Node, Pod
 from kubesched.config import KubeSchedulerConfiguration
-from kubesched.extender._cache import NodeHandler, PodHandler
+from kubesched.extender._cache import (
+    WORKLOAD_PATHS,
+    Namespace,
+    NamespaceHandler,
+    NodeHandler,
+    PodHandler,
+    WorkloadHandler,
+)
 from kubesched.extender._engine import Extender
 from kubesched.extender._metrics import ExtenderMetrics
 from kubesched.extender._server import ExtenderServer, ServerOptions
@@ -38,8 +46,11 @@ class _Binder:
 class ExtenderService:
     """The extender, its informers (with a ``client``) and its listener.
 
-    Without a client the extender serves ``Nodes`` bodies only: it knows no node by name, no pod,
-    and cannot bind.
+    The informers: nodes, and pods that are assigned and not finished; Namespaces when a profile
+    runs InterPodAffinity (``namespaceSelector``); Services, ReplicationControllers, ReplicaSets
+    and StatefulSets when one runs PodTopologySpread (default constraints), as kube-scheduler
+    watches them. Without a client the extender serves ``Nodes`` bodies only: it knows no node
+    by name, no pod, and cannot bind.
     """
 
     def __init__(
@@ -61,6 +72,7 @@ class ExtenderService:
         )
         self.nodes: Reflector[Node] | None = None
         self.pods: Reflector[Pod] | None = None
+        self.reflectors: list[Reflector[Any]] = []
         if client is not None:
             cache = self.extender.cache
             self.nodes = Reflector(client, "/api/v1/nodes", Node, NodeHandler(cache))
@@ -71,15 +83,27 @@ class ExtenderService:
                 PodHandler(cache),
                 field_selector=POD_FIELD_SELECTOR,
             )
+            self.reflectors = [self.nodes, self.pods]
+            if self.extender.uses("InterPodAffinity"):
+                self.reflectors.append(
+                    Reflector(client, "/api/v1/namespaces", Namespace, NamespaceHandler(cache))
+                )
+            if self.extender.uses("PodTopologySpread"):
+                for kind, (path, decoded) in WORKLOAD_PATHS.items():
+                    workloads: Reflector[Any] = Reflector(
+                        client, path, decoded, WorkloadHandler(cache, kind)
+                    )
+                    self.reflectors.append(workloads)
         self.extender.synced = self._synced
         self.server = ExtenderServer(self.extender, options, ready=self._ready)
         self._stop = asyncio.Event()
 
     def _synced(self) -> bool:
-        return all(r.has_synced for r in (self.nodes, self.pods) if r is not None)
+        return all(r.has_synced for r in self.reflectors)
 
     def _ready(self) -> str | None:
-        return None if self._synced() else "waiting for the node and pod informers to sync"
+        waiting = [r.name for r in self.reflectors if not r.has_synced]
+        return f"waiting for informers to sync: {', '.join(waiting)}" if waiting else None
 
     def stop(self) -> None:
         self._stop.set()
@@ -87,20 +111,17 @@ class ExtenderService:
     async def start(self) -> None:
         """Listen, and start the informers."""
         await self.server.start()
-        for r in (self.nodes, self.pods):
-            if r is not None:
-                r.start()
+        for r in self.reflectors:
+            r.start()
 
     async def wait_synced(self) -> None:
-        for r in (self.nodes, self.pods):
-            if r is not None:
-                await r.wait_synced()
+        for r in self.reflectors:
+            await r.wait_synced()
 
     async def aclose(self) -> None:
         await self.server.stop()
-        for r in (self.nodes, self.pods):
-            if r is not None:
-                await r.stop()
+        for r in self.reflectors:
+            await r.stop()
         self.extender.close()
 
     async def run(self) -> int:

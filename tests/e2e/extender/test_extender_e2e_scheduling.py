@@ -348,3 +348,19 @@ def test_mutual_tls_turns_away_a_scheduler_without_a_client_certificate(
     message = world.wait_unschedulable("no-cert")
     assert f'Post "https://127.0.0.1:{ext.port}/filter"' in message
     assert world.get_pod("no-cert")["spec"].get("nodeName") is None
+
+
+def test_profiles_with_inter_pod_affinity_and_spreading_get_their_informers(
+    world: World, extender: StartExtender, control_plane: ClusterInfo, tmp_path: Path
+) -> None:
+    # kube-scheduler's whole default profile: namespaces and workload selectors are watched too,
+    # with no more rights than kube-scheduler's.
+    config = tmp_path / "defaults.yaml"
+    config.write_text(
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+    )
+    ext = extender(["--config", str(config), "--kubeconfig", scheduler_kubeconfig(control_plane)])
+    ext.wait_ready()
+    log = ext.log.read_text()
+    assert "informers synced" in log
+    assert "Forbidden" not in log

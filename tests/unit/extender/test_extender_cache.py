@@ -8,7 +8,16 @@ from extender_fakes import make_pod, nodes
 
 from kubesched.api import Node
 from kubesched.extender import BodyNodes, ClusterCache
-from kubesched.extender._cache import BadNodeError, NodeHandler, PodHandler
+from kubesched.extender._cache import (
+    BadNodeError,
+    MapWorkload,
+    Namespace,
+    NamespaceHandler,
+    NodeHandler,
+    PodHandler,
+    SelectorWorkload,
+    WorkloadHandler,
+)
 from kubesched.framework import Snapshot
 
 
@@ -111,3 +120,40 @@ def test_bad_items_name_their_position(item: bytes, message: str) -> None:
     with pytest.raises(BadNodeError) as err:
         BodyNodes(Snapshot()).update([msgspec.Raw(item)])
     assert message in str(err.value)
+
+
+def test_namespaces_and_workload_selectors_reach_both_snapshots() -> None:
+    cache = ClusterCache()
+    ns = msgspec.convert({"metadata": {"name": "prod", "labels": {"env": "prod"}}}, Namespace)
+    NamespaceHandler(cache).on_add(ns)
+    service = msgspec.convert(
+        {"metadata": {"name": "web", "namespace": "prod"}, "spec": {"selector": {"app": "web"}}},
+        MapWorkload,
+    )
+    headless = msgspec.convert(
+        {"metadata": {"name": "ext", "namespace": "prod"}, "spec": {}}, MapWorkload
+    )
+    replica_set = msgspec.convert(
+        {
+            "metadata": {"name": "web-1", "namespace": "prod"},
+            "spec": {"selector": {"matchLabels": {"app": "web"}}},
+        },
+        SelectorWorkload,
+    )
+    WorkloadHandler(cache, "Service").on_add(service)
+    WorkloadHandler(cache, "Service").on_add(headless)
+    WorkloadHandler(cache, "ReplicaSet").on_add(replica_set)
+    cache.flush()
+    for snapshot in (cache.cluster, cache.body):
+        assert snapshot.namespace_labels("prod") == {"env": "prod"}
+        services = snapshot.workload_selectors("Service", "prod")
+        assert set(services) == {"web"}  # a Service without a selector selects no pod
+        assert services["web"].match_labels == {"app": "web"}
+        assert snapshot.workload_selectors("ReplicaSet", "prod")["web-1"].match_labels == {
+            "app": "web"
+        }
+    NamespaceHandler(cache).on_delete(ns)
+    WorkloadHandler(cache, "Service").on_delete(service)
+    cache.flush()
+    assert cache.cluster.namespace_labels("prod") is None
+    assert cache.body.workload_selectors("Service", "prod") == {}

@@ -264,6 +264,39 @@ def test_filter_with_added_affinity_steers_pods_the_stock_scheduler_would_not() 
     }
 
 
+def test_namespace_labels_from_the_informers_reach_inter_pod_affinity() -> None:
+    from kubesched.extender._cache import Namespace
+
+    db = make_pod("db", namespace="prod", node_name="n-1", labels={"app": "db"})
+    pod = make_pod(
+        "p",
+        spec={
+            "affinity": {
+                "podAntiAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                        {
+                            "labelSelector": {"matchLabels": {"app": "db"}},
+                            "namespaceSelector": {"matchLabels": {"env": "prod"}},
+                            "topologyKey": "kubernetes.io/hostname",
+                        }
+                    ]
+                }
+            }
+        },
+    )
+    hosts = [nodes(n, labels={"kubernetes.io/hostname": n})[0] for n in ("n-1", "n-2")]
+    ext = make_extender(config("InterPodAffinity"), nodes=hosts, pods=[db])
+    assert ext.uses("InterPodAffinity")
+    body = names_body(pod, ["n-1", "n-2"])
+    # Without the namespace's labels the selector selects no namespace: nothing to avoid.
+    assert answer(ext.filter("test", body))["NodeNames"] == ["n-1", "n-2"]
+    prod = msgspec.convert({"metadata": {"name": "prod", "labels": {"env": "prod"}}}, Namespace)
+    ext.cache.set_namespace(prod)
+    out = answer(ext.filter("test", body))
+    assert out["NodeNames"] == ["n-2"]
+    assert "n-1" in out["FailedNodes"]
+
+
 def test_filter_plugin_error_is_a_200_with_error_set() -> None:
     ext = make_extender(config("Broken"), nodes=nodes("n-1"))
     out = answer(ext.filter("test", names_body(make_pod("p"), ["n-1"])))
