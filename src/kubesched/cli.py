@@ -613,3 +613,30 @@ def annotate_nodes(
     except (annotator.AnnotatorError, PrometheusError, DurationError, ValueError) as err:
         raise click.ClickException(str(err)) from err
     raise SystemExit(code)
+
+
+@bench.command("extender")
+@click.option(
+    "--nodes", default="1000,5000", show_default=True, help="Node counts, comma-separated."
+)
+@click.option(
+    "--requests",
+    default=300,
+    show_default=True,
+    help="Requests per NodeNames verb (a fifth of that, at least 20, with NodeList bodies).",
+)
+@click.option("--warmup", default=20, show_default=True, help="Requests before measuring.")
+@click.option("--pods-per-node", default=4, show_default=True, help="Assigned pods per node.")
+@click.option(
+    "-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True
+)
+def bench_extender(nodes: str, requests: int, warmup: int, pods_per_node: int, output: str) -> None:
+    """Latency of `kubesched extender`'s filter and prioritize, as kube-scheduler sees it:
+    with node names and with full NodeList bodies, over HTTP on loopback."""
+    import json  # noqa: PLC0415
+
+    from kubesched.extender.bench import run, table  # noqa: PLC0415
+
+    counts = [int(n) for n in nodes.split(",") if n.strip()]
+    rows = run(counts, requests=requests, warmup=warmup, pods_per_node=pods_per_node)
+    click.echo(json.dumps(rows, indent=2) if output == "json" else table(rows))

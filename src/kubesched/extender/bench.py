@@ -1,6 +1,7 @@
 """Latency of the extender's filter and prioritize verbs, as kube-scheduler would see it.
 
-``python -m kubesched.extender.bench [--nodes 1000,5000] [--requests 300]``
+``kubesched bench extender [--nodes 1000,5000] [--requests 300]`` (or
+``python -m kubesched.extender.bench``)
 
 This process runs the extender (listener, worker thread, snapshots) on a loopback port with a
 synthetic cluster: nodes shaped like a kubelet's (labels, annotations, managedFields, conditions,
@@ -43,7 +44,7 @@ from kubesched.extender._server import ExtenderServer, ServerOptions
 from kubesched.framework import plugin_args_types
 from kubesched.plugins import default_registry
 
-__all__ = ["main", "make_node", "make_pod", "run"]
+__all__ = ["main", "make_node", "make_pod", "run", "table"]
 
 PLUGINS = (
     "NodeUnschedulable",
@@ -434,18 +435,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if args.json:
         print(json.dumps(rows, indent=2))
-        return 0
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
-    print("| nodes | mode | verb | body | requests | p50 | p99 | extender CPU / request |")
-    print("| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: |")
+    else:
+        print(table(rows))
+    return 0
+
+
+def table(rows: Sequence[dict[str, Any]]) -> str:
+    """The rows as a Markdown table, with the machine it ran on."""
+    lines = [
+        f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
+        f"load average {os.getloadavg()[0]:.1f} at the end",
+        "",
+        "| nodes | mode | verb | body | requests | p50 | p99 | extender CPU / request |",
+        "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for r in rows:
         size = r["body_bytes"]
         body = f"{size / 1e6:.1f} MB" if size >= 1e6 else f"{size / 1e3:.0f} KB"
-        print(
+        lines.append(
             f"| {r['nodes']:,} | {r['mode']} | {r['verb']} | {body} | {r['requests']} "
             f"| {r['p50_ms']:.2f} ms | {r['p99_ms']:.2f} ms | {r['server_cpu_ms']:.2f} ms |"
         )
-    return 0
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
