@@ -132,6 +132,16 @@ from kubesched.api._storage import (
     topology_selector_terms_match,
     volume_node_affinity_matches,
 )
+from kubesched.api._workloads import (
+    NAMESPACE_NAME_LABEL,
+    Namespace,
+    ReplicaSet,
+    ReplicationController,
+    Service,
+    StatefulSet,
+    Workload,
+    workload_selector,
+)
 
 __all__ = [
     "ANN_BIND_COMPLETED",
@@ -145,6 +155,7 @@ __all__ = [
     "DEFAULT_MILLI_CPU_REQUEST",
     "EPHEMERAL_STORAGE",
     "MEMORY",
+    "NAMESPACE_NAME_LABEL",
     "NOT_SUPPORTED_PROVISIONER",
     "PERSISTENT_VOLUME_FILESYSTEM",
     "PODS",
@@ -173,6 +184,7 @@ __all__ = [
     "LabelSelectorRequirement",
     "ListMeta",
     "LocalObjectReference",
+    "Namespace",
     "Node",
     "NodeAffinity",
     "NodeCondition",
@@ -205,8 +217,12 @@ __all__ = [
     "PreferredSchedulingTerm",
     "QuantityError",
     "RBDVolumeSource",
+    "ReplicaSet",
+    "ReplicationController",
     "ResourceRequirements",
     "Resources",
+    "Service",
+    "StatefulSet",
     "StorageClass",
     "Taint",
     "Toleration",
@@ -219,6 +235,7 @@ __all__ = [
     "VolumeResourceRequirements",
     "WatchEvent",
     "WeightedPodAffinityTerm",
+    "Workload",
     "add_resources",
     "claim_reference",
     "container_images",
@@ -250,4 +267,5 @@ __all__ = [
     "toleration_tolerates_taint",
     "topology_selector_terms_match",
     "volume_node_affinity_matches",
+    "workload_selector",
 ]
