@@ -10,7 +10,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +63,14 @@ class HealthServer:
             return 500, ("\n".join(lines) + "\nhealthz check failed\n").encode()
         return 200, b"ok"
 
+    def _metrics(self) -> bytes:
+        # The scheduler's own registry, plus the process-wide default one where plugins and
+        # the Python runtime register theirs.
+        body = generate_latest(self._registry)
+        if self._registry is not REGISTRY:
+            body += generate_latest(REGISTRY)
+        return body
+
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             request = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=10)
@@ -76,7 +84,7 @@ class HealthServer:
             elif path == "/readyz":
                 code, body = self._probe({**self.live_checks, **self.ready_checks})
             elif path == "/metrics":
-                code, body, ctype = 200, generate_latest(self._registry), CONTENT_TYPE_LATEST
+                code, body, ctype = 200, self._metrics(), CONTENT_TYPE_LATEST
             else:
                 code, body = 404, b"not found"
             reason = {200: "OK", 404: "Not Found", 405: "Method Not Allowed"}.get(code, "Error")

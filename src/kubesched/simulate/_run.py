@@ -27,7 +27,7 @@ from typing import Literal
 
 import msgspec
 
-from kubesched.api import Pod
+from kubesched.api import NAMESPACE_NAME_LABEL, Pod
 from kubesched.config import KubeSchedulerConfiguration
 from kubesched.framework import (
     ClusterEventWithHint,
@@ -286,6 +286,13 @@ async def simulate(
     )
     client.scheduler = scheduler
 
+    # Namespace labels for namespaceSelector; a namespace the input only implies still carries
+    # the name label the API server puts on every Namespace.
+    for pod in inputs.pods:
+        ns = pod.metadata.namespace
+        snapshot.set_namespace(ns, {NAMESPACE_NAME_LABEL: ns})
+    for name, namespace in inputs.objects.namespaces.items():
+        snapshot.set_namespace(name, {NAMESPACE_NAME_LABEL: name, **namespace.metadata.labels})
     for node in inputs.nodes:
         scheduler.on_node_add(node)
     running = inputs.running
