@@ -13,7 +13,7 @@ import logging
 import signal
 from collections.abc import Mapping
 
-from kubesched.api import Node, Pod, PodCondition
+from kubesched.api import Node, Pod, PodCondition, PodDisruptionBudget
 from kubesched.config import KubeSchedulerConfiguration
 from kubesched.framework import (
     ClusterEventWithHint,
@@ -27,8 +27,10 @@ from kubesched.kube import (
     APIClient,
     EventRecorder,
     LeaderElector,
+    NotFound,
     Reflector,
     ResourceEventHandler,
+    api_path,
     bind,
     update_pod_condition,
 )
@@ -102,6 +104,41 @@ class _Writer:
         except Exception as e:  # the pod may be gone; the next attempt writes again
             log.warning("cannot update status of pod %s: %s", pod.key, e)
 
+    # -- the framework's PodEvictor (preemption) -------------------------------------------------
+
+    async def evict(self, victim: Pod, preemptor: Pod) -> None:
+        """``DisruptionTarget=True`` (``PreemptionByScheduler``) on the victim, then a graceful
+        delete, as kube-scheduler's ``PreemptPod``; a victim already gone is fine."""
+        condition = PodCondition(
+            type="DisruptionTarget",
+            status="True",
+            reason="PreemptionByScheduler",
+            message=(
+                f"{preemptor.spec.scheduler_name}: preempting to accommodate a higher priority pod"
+            ),
+        )
+        meta = victim.metadata
+        try:
+            await update_pod_condition(self._client, victim, condition)
+            await self._client.delete(api_path("pods", namespace=meta.namespace, name=meta.name))
+        except NotFound:
+            log.info("victim pod %s of %s is already deleted", victim.key, preemptor.key)
+            return
+        log.info("preemptor pod %s preempted victim pod %s", preemptor.key, victim.key)
+
+    def preempted(self, victim: Pod, preemptor: Pod, node: str, profile: str) -> None:
+        self.recorders[profile].event(
+            victim,
+            type="Normal",
+            reason="Preempted",
+            action="Preempting",
+            note=f"Preempted by pod {preemptor.metadata.uid} on node {node}",
+            related=preemptor,
+        )
+
+    async def clear_nominated_node_name(self, pod: Pod) -> None:
+        await update_pod_condition(self._client, pod, None, nominated_node_name="")
+
 
 class _NodeHandler(ResourceEventHandler[Node]):
     def __init__(self, scheduler: Scheduler) -> None:
@@ -169,6 +206,16 @@ class SchedulerService:
             pending_pods_metric=self.metrics.set_pending,
         )
         self.writer = _Writer(client, self.frameworks)
+        # PodDisruptionBudgets, which preemption tries not to violate.
+        self.pdbs: Reflector[PodDisruptionBudget] = Reflector(
+            client,
+            "/apis/policy/v1/poddisruptionbudgets",
+            PodDisruptionBudget,
+            ResourceEventHandler(),
+        )
+        for fwk in self.frameworks.values():
+            fwk.set_evictor(self.writer)
+            fwk.register_lister(PodDisruptionBudget, self.pdbs.list)
         self.scheduler = Scheduler(
             profiles=self.frameworks,
             cache=Cache(snapshot),
@@ -219,7 +266,7 @@ class SchedulerService:
         return self.pods.store.get_by_name(namespace, name)
 
     def _synced(self) -> str | None:
-        if self.nodes.has_synced and self.pods.has_synced:
+        if self.nodes.has_synced and self.pods.has_synced and self.pdbs.has_synced:
             return None
         return "waiting for informers to sync"
 
@@ -244,11 +291,13 @@ class SchedulerService:
         self.writer.start()
         self.nodes.start()
         self.pods.start()
+        self.pdbs.start()
         queue_task = asyncio.create_task(self.queue.run())
         code = 0
         try:
             await self.nodes.wait_synced()
             await self.pods.wait_synced()
+            await self.pdbs.wait_synced()
             log.info(
                 "caches synced: %d nodes, %d pods", len(self.nodes.store), len(self.pods.store)
             )
@@ -273,6 +322,7 @@ class SchedulerService:
                 await queue_task
             await self.nodes.stop()
             await self.pods.stop()
+            await self.pdbs.stop()
             await self.writer.aclose()
             await self.health.stop()
         return code

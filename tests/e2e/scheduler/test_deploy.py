@@ -173,6 +173,9 @@ def sa_kubeconfig(control_plane: ClusterInfo, rbac_applied: list[dict[str, Any]]
         ("watch", "nodes", None, True),
         ("list", "pods", None, True),
         ("watch", "pods", None, True),
+        ("delete", "pods", "default", True),
+        ("list", "poddisruptionbudgets.policy", None, True),
+        ("watch", "poddisruptionbudgets.policy", None, True),
         ("create", "pods --subresource=binding", "default", True),
         ("patch", "pods --subresource=status", "default", True),
         ("create", "events.events.k8s.io", "default", True),
@@ -183,7 +186,6 @@ def sa_kubeconfig(control_plane: ClusterInfo, rbac_applied: list[dict[str, Any]]
         # Least privilege: nothing beyond what kubesched does.
         ("update", "leases.coordination.k8s.io/kube-scheduler", NAMESPACE, False),
         ("create", "leases.coordination.k8s.io", "kube-system", False),
-        ("delete", "pods", "default", False),
         ("create", "pods", "default", False),
         ("update", "pods", "default", False),
         ("update", "pods --subresource=status", "default", False),
