@@ -12,9 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from sched_e2e import (
+    NO_VICTIMS,
+    NOT_HELPFUL,
     condition,
     create_pod,
     eventually,
+    fit_error,
     get_pod,
     node_manifest,
     pod_manifest,
@@ -55,6 +58,10 @@ def _unschedulable(client: Client, namespace: str, name: str, timeout: float = 3
 def _pod(client: Client, namespace: str, profile: str, name: str, **kwargs: Any) -> str:
     create_pod(client, pod_manifest(name, namespace, profile, **kwargs))
     return name
+
+
+UNTOLERATED = "node(s) had untolerated taint(s)"
+NOT_MATCHING = "node(s) didn't match Pod's node affinity/selector"
 
 
 def _taint(key: str, value: str, effect: str) -> Mapping[str, str]:
@@ -103,9 +110,8 @@ def test_taints_keep_pods_off_unless_tolerated(
         "untolerating",
         spec={"nodeSelector": {"kubernetes.io/hostname": "gpu"}},
     )
-    assert _unschedulable(admin_client, namespace, "untolerating") == (
-        "0/3 nodes are available: 1 node(s) had untolerated taint(s), "
-        "2 node(s) didn't match Pod's node affinity/selector."
+    assert _unschedulable(admin_client, namespace, "untolerating") == fit_error(
+        3, {UNTOLERATED: 1, NOT_MATCHING: 2}, {NOT_HELPFUL: 3}
     )
 
 
@@ -152,8 +158,8 @@ def test_node_affinity_required_and_preferred(
 
     placed = {name: _bound_to(admin_client, namespace, name) for name in cases}
     assert placed == {name: node for name, (_, _, node) in cases.items()}
-    assert _unschedulable(admin_client, namespace, "required-d") == (
-        "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector."
+    assert _unschedulable(admin_client, namespace, "required-d") == fit_error(
+        3, {NOT_MATCHING: 3}, {NOT_HELPFUL: 3}
     )
 
 
@@ -182,8 +188,8 @@ def test_node_selector(
     _pod(admin_client, namespace, profile, "nvme", spec={"nodeSelector": {"disktype": "nvme"}})
 
     assert {_bound_to(admin_client, namespace, p) for p in on_ssd} == {"ssd-1"}
-    assert _unschedulable(admin_client, namespace, "nvme") == (
-        "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector."
+    assert _unschedulable(admin_client, namespace, "nvme") == fit_error(
+        3, {NOT_MATCHING: 3}, {NOT_HELPFUL: 3}
     )
 
 
@@ -207,8 +213,9 @@ def test_host_ports(
     _pod(admin_client, namespace, profile, "http-3", host_port=8080)
 
     assert {first_node, second_node} == {"ports-1", "ports-2"}
-    assert _unschedulable(admin_client, namespace, "http-3") == (
-        "0/2 nodes are available: 2 node(s) didn't have free ports for the requested pod ports."
+    # Ports can be freed by preemption; no pod here has a lower priority to give them up.
+    assert _unschedulable(admin_client, namespace, "http-3") == fit_error(
+        2, {"node(s) didn't have free ports for the requested pod ports": 2}, {NO_VICTIMS: 2}
     )
 
 
@@ -245,11 +252,13 @@ def test_resources_and_a_full_node(
     _pod(admin_client, namespace, profile, "no-room", cpu="100m")
     _pod(admin_client, namespace, profile, "no-memory", memory="12Gi")
 
-    assert _unschedulable(admin_client, namespace, "no-room") == (
-        "0/3 nodes are available: 1 Too many pods, 2 Insufficient cpu."
+    # Preemption cannot help where the pod needs more than the node has at all (12Gi of
+    # memory on "small" and "big"); elsewhere, no pod has a lower priority to give way.
+    assert _unschedulable(admin_client, namespace, "no-room") == fit_error(
+        3, {"Too many pods": 1, "Insufficient cpu": 2}, {NO_VICTIMS: 3}
     )
-    assert _unschedulable(admin_client, namespace, "no-memory") == (
-        "0/3 nodes are available: 1 Too many pods, 2 Insufficient memory."
+    assert _unschedulable(admin_client, namespace, "no-memory") == fit_error(
+        3, {"Too many pods": 1, "Insufficient memory": 2}, {NO_VICTIMS: 1, NOT_HELPFUL: 2}
     )
 
 
