@@ -1,7 +1,9 @@
 """``kubesched run``: the scheduler wired to a real API server.
 
-Informers (reflectors on nodes and pods) feed the cache and queue; the loop schedules; the
-default binder and the event recorder write back; a Lease decides who schedules when several
+Informers (reflectors on nodes and pods) feed the cache and queue, and the storage objects the
+volume plugins read (PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes) feed the
+snapshot's object store and the queue; the loop schedules; the default binder, VolumeBinding's
+PreBind and the event recorder write back; a Lease decides who schedules when several
 replicas run; ``/healthz``, ``/readyz`` and ``/metrics`` tell the outside how it goes.
 """
 
@@ -12,10 +14,22 @@ import contextlib
 import logging
 import signal
 from collections.abc import Mapping
+from typing import Any, Generic, TypeVar
 
-from kubesched.api import Node, Pod, PodCondition, PodDisruptionBudget
+from kubesched.api import (
+    CSINode,
+    Node,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    Pod,
+    PodCondition,
+    PodDisruptionBudget,
+    StorageClass,
+)
 from kubesched.config import KubeSchedulerConfiguration
 from kubesched.framework import (
+    ActionType,
+    ClusterEvent,
     ClusterEventWithHint,
     Framework,
     Registry,
@@ -45,6 +59,16 @@ log = logging.getLogger(__name__)
 #: Pods that still need a node or hold resources on one (kube-scheduler's informer filter).
 POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 
+S = TypeVar("S", PersistentVolume, PersistentVolumeClaim, StorageClass, CSINode)
+
+#: Storage kinds the volume plugins read: list path and kube-scheduler's event resource name.
+STORAGE_KINDS: tuple[tuple[type[Any], str, str], ...] = (
+    (PersistentVolume, "/api/v1/persistentvolumes", "PersistentVolume"),
+    (PersistentVolumeClaim, "/api/v1/persistentvolumeclaims", "PersistentVolumeClaim"),
+    (StorageClass, "/apis/storage.k8s.io/v1/storageclasses", "storage.k8s.io/StorageClass"),
+    (CSINode, "/apis/storage.k8s.io/v1/csinodes", "storage.k8s.io/CSINode"),
+)
+
 
 class _Binder:
     """The framework's :class:`~kubesched.framework.APIClient`, on the real API server."""
@@ -54,6 +78,29 @@ class _Binder:
 
     async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
         await bind(self._client, namespace, name, uid, node)
+
+    # StorageAPIClient: VolumeBinding's writes, as JSON merge patches.
+
+    async def patch_persistent_volume(
+        self, name: str, patch: Mapping[str, Any], *, status: bool = False
+    ) -> PersistentVolume:
+        path = api_path("persistentvolumes", name=name, subresource="status" if status else None)
+        pv: PersistentVolume = await self._client.patch(path, patch, type=PersistentVolume)
+        return pv
+
+    async def patch_persistent_volume_claim(
+        self, namespace: str, name: str, patch: Mapping[str, Any], *, status: bool = False
+    ) -> PersistentVolumeClaim:
+        path = api_path(
+            "persistentvolumeclaims",
+            namespace=namespace,
+            name=name,
+            subresource="status" if status else None,
+        )
+        pvc: PersistentVolumeClaim = await self._client.patch(
+            path, patch, type=PersistentVolumeClaim
+        )
+        return pvc
 
 
 class _Writer:
@@ -168,6 +215,40 @@ class _PodHandler(ResourceEventHandler[Pod]):
         self.s.on_pod_delete(obj)
 
 
+class _StorageHandler(ResourceEventHandler[S], Generic[S]):
+    """A storage kind into the snapshot's object store, and its events to the queue."""
+
+    def __init__(self, snapshot: Snapshot, queue: SchedulingQueue, resource: str) -> None:
+        self.snapshot = snapshot
+        self.queue = queue
+        self.resource = resource
+
+    def on_add(self, obj: S) -> None:
+        self.snapshot.objects.set(obj)
+        self.queue.move_all_to_active_or_backoff(
+            ClusterEvent(self.resource, ActionType.ADD), None, obj
+        )
+
+    def on_update(self, old: S, new: S) -> None:
+        self.snapshot.objects.set(new)
+        self.queue.move_all_to_active_or_backoff(
+            ClusterEvent(self.resource, ActionType.UPDATE), old, new
+        )
+
+    def on_delete(self, obj: S) -> None:
+        meta = obj.metadata
+        self.snapshot.objects.delete(type(obj), meta.name, meta.namespace)
+        self.queue.move_all_to_active_or_backoff(
+            ClusterEvent(self.resource, ActionType.DELETE), obj, None
+        )
+
+
+def _storage_reflector(
+    client: APIClient, kind: type[S], path: str, handler: _StorageHandler[S]
+) -> Reflector[S]:
+    return Reflector(client, path, kind, handler)
+
+
 def _events(frameworks: Mapping[str, Framework]) -> dict[str, list[ClusterEventWithHint]]:
     out: dict[str, list[ClusterEventWithHint]] = {}
     for fwk in frameworks.values():
@@ -232,6 +313,10 @@ class SchedulerService:
             _PodHandler(self.scheduler),
             field_selector=POD_FIELD_SELECTOR,
         )
+        self.storage: list[Reflector[Any]] = [
+            _storage_reflector(client, kind, path, _StorageHandler(snapshot, self.queue, resource))
+            for kind, path, resource in STORAGE_KINDS
+        ]
         le = config.leader_election
         self.elector = (
             LeaderElector(
@@ -266,7 +351,12 @@ class SchedulerService:
         return self.pods.store.get_by_name(namespace, name)
 
     def _synced(self) -> str | None:
-        if self.nodes.has_synced and self.pods.has_synced and self.pdbs.has_synced:
+        if (
+            self.nodes.has_synced
+            and self.pods.has_synced
+            and self.pdbs.has_synced
+            and all(r.has_synced for r in self.storage)
+        ):
             return None
         return "waiting for informers to sync"
 
@@ -292,12 +382,16 @@ class SchedulerService:
         self.nodes.start()
         self.pods.start()
         self.pdbs.start()
+        for r in self.storage:
+            r.start()
         queue_task = asyncio.create_task(self.queue.run())
         code = 0
         try:
             await self.nodes.wait_synced()
             await self.pods.wait_synced()
             await self.pdbs.wait_synced()
+            for r in self.storage:
+                await r.wait_synced()
             log.info(
                 "caches synced: %d nodes, %d pods", len(self.nodes.store), len(self.pods.store)
             )
@@ -323,6 +417,8 @@ class SchedulerService:
             await self.nodes.stop()
             await self.pods.stop()
             await self.pdbs.stop()
+            for r in self.storage:
+                await r.stop()
             await self.writer.aclose()
             await self.health.stop()
         return code
