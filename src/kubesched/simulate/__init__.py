@@ -6,6 +6,7 @@ in-memory binder, one attempt per pending pod; :func:`render_table` and :func:`r
 the result. ``kubesched simulate`` is :func:`run`. See docs/simulate.md.
 """
 
+from kubesched.api import CSINode, PersistentVolume, PersistentVolumeClaim, StorageClass
 from kubesched.simulate._command import ProgressLine, SimulateError, example_paths, load, run
 from kubesched.simulate._input import (
     InputBuilder,
@@ -19,11 +20,8 @@ from kubesched.simulate._live import read_cluster
 from kubesched.simulate._objects import (
     ClusterObjects,
     Namespace,
-    PersistentVolume,
-    PersistentVolumeClaim,
     PodDisruptionBudget,
     PriorityClass,
-    StorageClass,
 )
 from kubesched.simulate._output import (
     JSON_FORMAT_VERSION,
@@ -52,6 +50,7 @@ __all__ = [
     "REASON_GATED",
     "REASON_NOT_HANDLED",
     "REASON_SCHEDULED",
+    "CSINode",
     "ClusterObjects",
     "Detail",
     "InputBuilder",

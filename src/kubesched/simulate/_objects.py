@@ -1,9 +1,10 @@
 """The cluster objects besides Nodes and Pods that a simulation keeps, typed.
 
-Namespaces and PriorityClasses are used while loading (defaults, priority resolution);
-PersistentVolumes, PersistentVolumeClaims, StorageClasses and PodDisruptionBudgets are only kept,
-for the plugins that will need them (volume binding, preemption). Only the fields those uses read
-are declared; the rest of each object is ignored on decode, as in :mod:`kubesched.api`.
+Namespaces and PriorityClasses are used while loading (defaults, priority resolution).
+PersistentVolumes, PersistentVolumeClaims, StorageClasses and CSINodes (the structs of
+:mod:`kubesched.api`) go into the snapshot's object store, where the volume plugins read them;
+PodDisruptionBudgets are kept for preemption. Only the fields those uses read are declared; the
+rest of each object is ignored on decode, as in :mod:`kubesched.api`.
 """
 
 from __future__ import annotations
@@ -12,7 +13,14 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from kubesched.api import LabelSelector, NodeSelector, ObjectMeta
+from kubesched.api import (
+    CSINode,
+    LabelSelector,
+    ObjectMeta,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    StorageClass,
+)
 
 
 class _Obj(msgspec.Struct, rename="camel", omit_defaults=True):
@@ -35,88 +43,6 @@ class PriorityClass(_Obj, kw_only=True):
     global_default: bool = False
     preemption_policy: str | None = None
     description: str = ""
-
-
-class ObjectReference(_Obj):
-    kind: str = ""
-    namespace: str = ""
-    name: str = ""
-    uid: str = ""
-
-
-class VolumeNodeAffinity(_Obj):
-    required: NodeSelector | None = None
-
-
-class PersistentVolumeSpec(_Obj):
-    capacity: dict[str, str] = {}
-    access_modes: list[str] = []
-    storage_class_name: str = ""
-    volume_mode: str | None = None
-    claim_ref: ObjectReference | None = None
-    node_affinity: VolumeNodeAffinity | None = None
-    persistent_volume_reclaim_policy: str = ""
-
-
-class PersistentVolumeStatus(_Obj):
-    phase: str = ""
-
-
-class PersistentVolume(_Obj, kw_only=True):
-    api_version: str = "v1"
-    kind: str = "PersistentVolume"
-    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
-    spec: PersistentVolumeSpec = msgspec.field(default_factory=PersistentVolumeSpec)
-    status: PersistentVolumeStatus = msgspec.field(default_factory=PersistentVolumeStatus)
-
-
-class VolumeResourceRequirements(_Obj):
-    requests: dict[str, str] = {}
-    limits: dict[str, str] = {}
-
-
-class PersistentVolumeClaimSpec(_Obj):
-    access_modes: list[str] = []
-    storage_class_name: str | None = None
-    volume_name: str = ""
-    volume_mode: str | None = None
-    selector: LabelSelector | None = None
-    resources: VolumeResourceRequirements = msgspec.field(
-        default_factory=VolumeResourceRequirements
-    )
-
-
-class PersistentVolumeClaimStatus(_Obj):
-    phase: str = ""
-
-
-class PersistentVolumeClaim(_Obj, kw_only=True):
-    api_version: str = "v1"
-    kind: str = "PersistentVolumeClaim"
-    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
-    spec: PersistentVolumeClaimSpec = msgspec.field(default_factory=PersistentVolumeClaimSpec)
-    status: PersistentVolumeClaimStatus = msgspec.field(default_factory=PersistentVolumeClaimStatus)
-
-
-class TopologySelectorLabelRequirement(_Obj):
-    key: str
-    values: list[str] = []
-
-
-class TopologySelectorTerm(_Obj):
-    match_label_expressions: list[TopologySelectorLabelRequirement] = []
-
-
-class StorageClass(_Obj, kw_only=True):
-    """``storage.k8s.io/v1`` StorageClass: its fields are top-level."""
-
-    api_version: str = "storage.k8s.io/v1"
-    kind: str = "StorageClass"
-    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
-    provisioner: str = ""
-    volume_binding_mode: str | None = None
-    allowed_topologies: list[TopologySelectorTerm] = []
-    reclaim_policy: str | None = None
 
 
 class PodDisruptionBudgetSpec(_Obj):
@@ -158,6 +84,7 @@ class ClusterObjects:
     persistent_volumes: dict[str, PersistentVolume] = field(default_factory=dict)
     persistent_volume_claims: dict[str, PersistentVolumeClaim] = field(default_factory=dict)
     storage_classes: dict[str, StorageClass] = field(default_factory=dict)
+    csi_nodes: dict[str, CSINode] = field(default_factory=dict)
     pod_disruption_budgets: dict[str, PodDisruptionBudget] = field(default_factory=dict)
 
     def add(self, obj: ClusterObject) -> None:
@@ -173,6 +100,8 @@ class ClusterObjects:
             self.persistent_volume_claims[f"{meta.namespace}/{meta.name}"] = obj
         elif isinstance(obj, StorageClass):
             self.storage_classes[meta.name] = obj
+        elif isinstance(obj, CSINode):
+            self.csi_nodes[meta.name] = obj
         else:
             self.pod_disruption_budgets[f"{meta.namespace}/{meta.name}"] = obj
 
@@ -198,6 +127,7 @@ class ClusterObjects:
             "PersistentVolume": len(self.persistent_volumes),
             "PersistentVolumeClaim": len(self.persistent_volume_claims),
             "StorageClass": len(self.storage_classes),
+            "CSINode": len(self.csi_nodes),
             "PodDisruptionBudget": len(self.pod_disruption_budgets),
         }
 
@@ -208,6 +138,7 @@ ClusterObject = (
     | PersistentVolume
     | PersistentVolumeClaim
     | StorageClass
+    | CSINode
     | PodDisruptionBudget
 )
 
@@ -233,6 +164,7 @@ KINDS: dict[str, tuple[str, type[ClusterObject], bool, str]] = {
         False,
         "/apis/storage.k8s.io/v1/storageclasses",
     ),
+    "CSINode": ("storage.k8s.io", CSINode, False, "/apis/storage.k8s.io/v1/csinodes"),
     "PodDisruptionBudget": (
         "policy",
         PodDisruptionBudget,

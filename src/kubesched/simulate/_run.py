@@ -7,7 +7,9 @@ exactly as ``kubesched run`` builds them; only the two ends differ:
 - the informers are replaced by calls to the scheduler's own event handlers (nodes, then the
   pods already running, then the pending pods, in input order);
 - the frameworks get an in-memory API client whose ``bind`` records the placement and reports
-  the bound pod back to the scheduler, as the pod informer would, which confirms it in the cache.
+  the bound pod back to the scheduler, as the pod informer would, which confirms it in the cache;
+  its writes of PVs and PVCs (VolumeBinding's PreBind) go to the snapshot's object store, which
+  the input's storage objects fill (see :mod:`kubesched.simulate._storage`).
   Events and conditions go to a recorder instead of the API server.
 
 Pods are popped from the queue in the profiles' QueueSort order (PrioritySort: higher priority
@@ -23,11 +25,11 @@ import random
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
-from kubesched.api import NAMESPACE_NAME_LABEL, Pod
+from kubesched.api import NAMESPACE_NAME_LABEL, PersistentVolume, PersistentVolumeClaim, Pod
 from kubesched.config import KubeSchedulerConfiguration
 from kubesched.framework import (
     ClusterEventWithHint,
@@ -42,6 +44,7 @@ from kubesched.framework import (
 )
 from kubesched.scheduler import Cache, Scheduler, SchedulingQueue
 from kubesched.simulate._input import Inputs, Issue
+from kubesched.simulate._storage import MemoryStorage, feed
 
 #: What is kept of each attempt: nothing more than the outcome, the feasible nodes too, or the
 #: full per-node explanation.
@@ -130,10 +133,11 @@ class _MemoryClient:
     """The frameworks' API client: a bind is recorded and the bound pod reported to the
     scheduler right away, as the pod informer would report the API server's update."""
 
-    def __init__(self) -> None:
+    def __init__(self, storage: MemoryStorage) -> None:
         self.scheduler: Scheduler | None = None
         self.pods: dict[str, Pod] = {}
         self.bound: dict[str, str] = {}
+        self.storage = storage
 
     async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
         pod = self.pods.get(uid)
@@ -146,6 +150,18 @@ class _MemoryClient:
         self.bound[uid] = node
         assert self.scheduler is not None
         self.scheduler.on_pod_update(pod, bound)
+
+    async def patch_persistent_volume(
+        self, name: str, patch: Mapping[str, Any], *, status: bool = False
+    ) -> PersistentVolume:
+        return await self.storage.patch_persistent_volume(name, patch, status=status)
+
+    async def patch_persistent_volume_claim(
+        self, namespace: str, name: str, patch: Mapping[str, Any], *, status: bool = False
+    ) -> PersistentVolumeClaim:
+        return await self.storage.patch_persistent_volume_claim(
+            namespace, name, patch, status=status
+        )
 
 
 @dataclass
@@ -256,7 +272,7 @@ async def simulate(
     """Schedule ``inputs``' pending pods on its nodes, one attempt each; see the module doc."""
     start = time.perf_counter()
     snapshot = Snapshot()
-    client = _MemoryClient()
+    client = _MemoryClient(MemoryStorage(snapshot))
     frameworks = build_frameworks(
         config, registry, snapshot, client=client, rng=random.Random(seed)
     )
@@ -293,6 +309,7 @@ async def simulate(
         snapshot.set_namespace(ns, {NAMESPACE_NAME_LABEL: ns})
     for name, namespace in inputs.objects.namespaces.items():
         snapshot.set_namespace(name, {NAMESPACE_NAME_LABEL: name, **namespace.metadata.labels})
+    feed(snapshot, inputs.objects)
     for node in inputs.nodes:
         scheduler.on_node_add(node)
     running = inputs.running
