@@ -143,7 +143,9 @@ def counts_toward_limits(volume: Volume) -> bool:
     return (
         volume.persistent_volume_claim is not None
         or volume.ephemeral is not None
-        or inline_in_tree(volume) is not None
+        or volume.aws_elastic_block_store is not None
+        or volume.gce_persistent_disk is not None
+        or volume.azure_disk is not None
     )
 
 
@@ -278,8 +280,9 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
     def pre_filter(
         self, state: CycleState, pod: Pod, nodes: Nodes
     ) -> tuple[PreFilterResult | None, Status | None]:
-        if any(counts_toward_limits(v) for v in pod.spec.volumes):
-            return None, None
+        for v in pod.spec.volumes:
+            if counts_toward_limits(v):
+                return None, None
         return None, Status(Code.SKIP)
 
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:

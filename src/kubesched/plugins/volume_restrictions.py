@@ -150,9 +150,14 @@ class VolumeRestrictions(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
         self, state: CycleState, pod: Pod, nodes: Nodes
     ) -> tuple[PreFilterResult | None, Status | None]:
         volumes = pod.spec.volumes
-        if not volumes:
+        needs_check = has_claim = False
+        for v in volumes:
+            if v.persistent_volume_claim is not None:
+                has_claim = True
+            elif needs_restrictions_check(v):
+                needs_check = True
+        if not needs_check and not has_claim:
             return None, Status(Code.SKIP)
-        needs_check = any(needs_restrictions_check(v) for v in volumes)
         store = self.handle.snapshot.objects
         ns = pod.metadata.namespace
         rwop: set[str] = set()
