@@ -187,17 +187,31 @@ def run(
     """Schedule every pod whose spec.schedulerName names a profile of the configuration."""
     import asyncio  # noqa: PLC0415
 
-    from kubesched.config import KubeSchedulerConfiguration  # noqa: PLC0415
-    from kubesched.framework import Registry  # noqa: PLC0415
+    from kubesched.config import ConfigError, KubeSchedulerConfiguration  # noqa: PLC0415
+    from kubesched.framework import FrameworkError, Registry  # noqa: PLC0415
+    from kubesched.kube import KubeConfigError  # noqa: PLC0415
     from kubesched.scheduler import serve  # noqa: PLC0415
 
     _setup_logging(log_level)
     config, registry = _load_scheduler_config(config_path)
     assert isinstance(config, KubeSchedulerConfiguration)
     assert isinstance(registry, Registry)
-    code = asyncio.run(
-        serve(config, registry, kubeconfig=kubeconfig, health_port=health_port, identity=identity)
-    )
+    try:
+        # Profiles are built before the first request: a bad profile never reaches the cluster.
+        code = asyncio.run(
+            serve(
+                config,
+                registry,
+                kubeconfig=kubeconfig,
+                health_host=bind_address,
+                health_port=health_port,
+                identity=identity,
+            )
+        )
+    except (ConfigError, FrameworkError) as err:
+        raise click.ClickException(f"invalid configuration: {err}") from err
+    except KubeConfigError as err:
+        raise click.ClickException(str(err)) from err
     raise SystemExit(code)
 
 

@@ -355,7 +355,7 @@ async def test_equal_priority_preempts_nobody_and_says_why(
         preemption.append(f"{others} Preemption is not helpful for scheduling")
     assert cond["message"] == (
         f"0/{len(nodes)} nodes are available: {', '.join(sorted(reasons))}. preemption: "
-        f"0/{len(nodes)} nodes are available: {', '.join(sorted(preemption))}.."
+        f"0/{len(nodes)} nodes are available: {', '.join(sorted(preemption))}."
     )
     running = await get_pod(admin_client, namespace, "running")
     assert running is not None

@@ -243,10 +243,10 @@ def test_unbound_immediate_claim_keeps_the_pod_pending(
     cond = condition(pod, "PodScheduled")
     assert cond is not None
     assert (cond["status"], cond["reason"]) == ("False", "Unschedulable")
-    # As kube-scheduler writes it, down to the preemption part's doubled full stop.
+    # As kube-scheduler v1.34.4 writes it.
     assert cond["message"] == (
         f"0/{nodes} nodes are available: pod has unbound immediate PersistentVolumeClaims. "
         f"preemption: 0/{nodes} nodes are available: {nodes} Preemption is not helpful for "
-        "scheduling.."
+        "scheduling."
     )
     assert not get_pod(admin_client, namespace, "web")["spec"].get("nodeName")

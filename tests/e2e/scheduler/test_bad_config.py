@@ -140,11 +140,6 @@ UNKNOWN_PLUGIN = (
             UNKNOWN_PLUGIN,
             "profiles[0].plugins.filter.enabled[0]",
             id="unknown-plugin",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="an unknown plugin is found when the profiles are built, after the CLI's "
-                "configuration checks: the field is named, but in a traceback",
-            ),
         ),
     ],
 )

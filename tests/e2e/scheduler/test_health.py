@@ -6,7 +6,6 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import pytest
 from sched_e2e import Runner, scheduler_config, start_scheduler
 
 from kubesched.cluster import ClusterInfo
@@ -43,11 +42,6 @@ def test_leader_and_standby_are_both_live_and_ready(
     assert standby.get("/readyz") == (200, "ok")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="`kubesched run --bind-address` is accepted but not passed on to the health "
-    "listener, which always binds 127.0.0.1",
-)
 def test_bind_address_is_where_the_health_listener_listens(
     control_plane: ClusterInfo, tmp_path: Path, profile: str
 ) -> None:

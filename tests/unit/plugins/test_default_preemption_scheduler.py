@@ -138,7 +138,7 @@ async def test_a_preemptor_is_nominated_waits_for_its_victims_and_lands_on_its_n
     assert plugin is not None
     cluster.create(pod("p", 100))
 
-    # As FitError writes a PostFilter message ending in a period: "pod.." is kube-scheduler's.
+    # The nested message ends the whole one: a single period, as kube-scheduler v1.34.4 writes.
     qpi = queue.try_pop()
     assert qpi is not None
     assert scheduler.schedule_one(qpi).reason == "Unschedulable"
@@ -164,7 +164,7 @@ async def test_a_preemptor_is_nominated_waits_for_its_victims_and_lands_on_its_n
     assert scheduler.schedule_one(second).reason == "Unschedulable"
     assert cluster.failures["q"][0] == (
         "0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: "
-        "2 No preemption victims found for incoming pod.."
+        "2 No preemption victims found for incoming pod."
     )
 
     outcome = scheduler.schedule_one(first)
@@ -188,7 +188,7 @@ async def test_no_preemption_when_nothing_has_lower_priority() -> None:
     await plugin.wait_for_evictions()
     assert cluster.failures["p"] == (
         "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: "
-        "1 No preemption victims found for incoming pod..",
+        "1 No preemption victims found for incoming pod.",
         "",
     )
     assert cluster.events == []

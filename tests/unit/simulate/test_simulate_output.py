@@ -100,7 +100,7 @@ def test_json_document_shape() -> None:
     assert pods["huge"]["message"] == (
         "0/3 nodes are available: 1 node(s) had untolerated taint(s), "
         "2 Insufficient cpu. preemption: 0/3 nodes are available: "
-        "3 Preemption is not helpful for scheduling.."
+        "3 Preemption is not helpful for scheduling."
     )
     assert pods["huge"]["feasibleNodes"] == []
     assert pods["huge"]["scored"] is None
