@@ -260,8 +260,7 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
         store = self.handle.snapshot.objects
         key = (
             node.generation,
-            id(node.node),
-            id(csi_node),
+            store.version(CSINode),
             store.version(PersistentVolumeClaim),
             store.version(PersistentVolume),
             store.version(StorageClass),

@@ -13,7 +13,7 @@ from test_volume_builders import claim_pod, cluster, csi_node, handle, node, pv,
 
 from builders import make_pod
 from kubesched.api import CSINode, Pod
-from kubesched.framework import ActionType, Code, CycleState, Nodes, QueueingHint, Status
+from kubesched.framework import ActionType, Code, CycleState, Nodes, PodInfo, QueueingHint, Status
 from kubesched.plugins.node_volume_limits import (
     ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED,
     NodeVolumeLimits,
@@ -497,3 +497,27 @@ def test_vectorized_filter_matches_per_node(seed: int) -> None:
     got = [verdict.statuses[i] for i in verdict.ids.tolist()]
     fresh = NodeVolumeLimits(handle(snapshot))  # no cached counts
     assert got == [fresh.filter(state, pod, info) for info in everything.infos()]
+
+
+def test_cached_counts_follow_the_node_and_the_storage_objects() -> None:
+    n, csi = limits_node("csinode", 2, [EBS])
+    assert csi is not None
+    snapshot = cluster([n], [*fixtures([EBS]), csi], [on_node(RUNNING)])
+    plugin = NodeVolumeLimits(handle(snapshot))
+    nodes = Nodes(snapshot, snapshot.present_slots())
+    [info] = nodes.infos()
+
+    def verdict() -> Status | None:
+        state = CycleState()
+        plugin.pre_filter(state, EBS_ONE, nodes)
+        v = plugin.filter_nodes(state, EBS_ONE, nodes)
+        return v.statuses[int(v.ids[0])]
+
+    assert verdict() is None  # 1 attached + 1 new <= 2
+    snapshot.add_pod(PodInfo.of(on_node(pvc_pod(f"csi-{EBS}-4"))), info.name)
+    assert verdict() == EXCEEDED  # a pod added on the node
+    snapshot.objects.set(csi_node(info.name, {EBS: 3}))
+    assert verdict() is None  # a new limit
+    # The running pod's claim now names another volume handle of the driver: still counted.
+    snapshot.objects.set(pvc(f"csi-{EBS}-3", None, bound_to=f"csi-{EBS}-2"))
+    assert verdict() is None
