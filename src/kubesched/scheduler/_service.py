@@ -53,6 +53,7 @@ from kubesched.scheduler._health import HealthServer
 from kubesched.scheduler._metrics import SchedulerMetrics
 from kubesched.scheduler._queue import SchedulingQueue
 from kubesched.scheduler._scheduler import Scheduler
+from kubesched.scheduler._workloads import context_reflectors
 
 log = logging.getLogger(__name__)
 
@@ -313,6 +314,8 @@ class SchedulerService:
             _PodHandler(self.scheduler),
             field_selector=POD_FIELD_SELECTOR,
         )
+        # Namespace labels (namespaceSelector) and workload selectors (default spreading).
+        self.context = context_reflectors(client, snapshot)
         self.storage: list[Reflector[Any]] = [
             _storage_reflector(client, kind, path, _StorageHandler(snapshot, self.queue, resource))
             for kind, path, resource in STORAGE_KINDS
@@ -382,7 +385,7 @@ class SchedulerService:
         self.nodes.start()
         self.pods.start()
         self.pdbs.start()
-        for r in self.storage:
+        for r in (*self.storage, *self.context):
             r.start()
         queue_task = asyncio.create_task(self.queue.run())
         code = 0
@@ -390,7 +393,7 @@ class SchedulerService:
             await self.nodes.wait_synced()
             await self.pods.wait_synced()
             await self.pdbs.wait_synced()
-            for r in self.storage:
+            for r in (*self.storage, *self.context):
                 await r.wait_synced()
             log.info(
                 "caches synced: %d nodes, %d pods", len(self.nodes.store), len(self.pods.store)
@@ -417,7 +420,7 @@ class SchedulerService:
             await self.nodes.stop()
             await self.pods.stop()
             await self.pdbs.stop()
-            for r in self.storage:
+            for r in (*self.storage, *self.context):
                 await r.stop()
             await self.writer.aclose()
             await self.health.stop()

@@ -178,6 +178,10 @@ def sa_kubeconfig(control_plane: ClusterInfo, rbac_applied: list[dict[str, Any]]
         ("delete", "pods", "default", True),
         ("list", "poddisruptionbudgets.policy", None, True),
         ("watch", "poddisruptionbudgets.policy", None, True),
+        ("watch", "namespaces", None, True),
+        ("watch", "services", None, True),
+        ("watch", "replicasets.apps", None, True),
+        ("watch", "statefulsets.apps", None, True),
         ("create", "pods --subresource=binding", "default", True),
         ("patch", "pods --subresource=status", "default", True),
         ("create", "events.events.k8s.io", "default", True),
@@ -194,6 +198,7 @@ def sa_kubeconfig(control_plane: ClusterInfo, rbac_applied: list[dict[str, Any]]
         ("patch", "nodes", None, False),
         ("get", "secrets", NAMESPACE, False),
         ("list", "configmaps", NAMESPACE, False),
+        ("watch", "deployments.apps", None, False),
         ("create", "events", "default", False),
     ],
 )
