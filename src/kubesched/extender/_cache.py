@@ -20,6 +20,7 @@ serves (and on its own when changes arrive between requests). Nothing else touch
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 import time
@@ -50,6 +51,8 @@ __all__ = [
     "Workload",
     "WorkloadHandler",
 ]
+
+log = logging.getLogger(__name__)
 
 _node_decoder: Final = msgspec.json.Decoder(Node)
 
@@ -185,7 +188,10 @@ class ClusterCache:
     # -- worker side -------------------------------------------------------------------------
 
     def flush(self) -> int:
-        """Apply every queued change to both snapshots; returns how many were applied."""
+        """Apply every queued change to both snapshots; returns how many were applied.
+
+        A change that fails is logged and skipped: one bad object must not keep the others out.
+        """
         with self._lock:
             self._flush_scheduled = False
         applied = 0
@@ -195,7 +201,10 @@ class ClusterCache:
             except IndexError:
                 return applied
             applied += 1
-            op()
+            try:
+                op()
+            except Exception:
+                log.exception("applying an informer change failed")
 
     def _set_node(self, node: Node) -> None:
         name = node.metadata.name

@@ -222,10 +222,7 @@ class Extender:
                 self._executor.submit(self._flush)
 
     def _flush(self) -> None:
-        try:
-            self.cache.flush()
-        except Exception:  # a bad object must not stop later changes from applying
-            log.exception("applying informer changes failed")
+        self.cache.flush()
         self.metrics.nodes.labels("informer").set(len(self.cache.cluster))
         self.metrics.nodes.labels("body").set(len(self.cache.body))
 

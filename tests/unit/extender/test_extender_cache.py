@@ -157,3 +157,16 @@ def test_namespaces_and_workload_selectors_reach_both_snapshots() -> None:
     cache.flush()
     assert cache.cluster.namespace_labels("prod") is None
     assert cache.body.workload_selectors("Service", "prod") == {}
+
+
+def test_a_change_that_fails_does_not_keep_the_others_out(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    cache = ClusterCache()
+    cache.set_node(nodes("n-1")[0])
+    cache.set_pod(make_pod("lost", node_name="n-1", spec={"containers": [{"name": "c",
+        "resources": {"requests": {"cpu": "lots"}}}]}))  # fmt: skip
+    cache.set_node(nodes("n-2")[0])
+    assert cache.flush() == 3
+    assert len(cache.cluster) == 2
+    assert "applying an informer change failed" in caplog.text
