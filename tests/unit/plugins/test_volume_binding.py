@@ -1375,3 +1375,36 @@ def test_vectorized_filter_matches_per_node_loops(seed: int) -> None:
         np.array([s is None for s in got]),
         np.array([plugin.filter(state, pod, info) is None for info in everything.infos()]),
     )
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_node_affinity_masks_match_check_node_affinity(seed: int) -> None:
+    """Every operator, valid or not, over the node table as CheckNodeAffinity per node."""
+    from kubesched.plugins.volume_binding._binder import pv_affinity_mask
+
+    rng = random.Random(seed)
+    keys = ["zone", "rack", "gen", "bad key!"]
+    values = ["a", "b", "1", "7", "x y"]
+    nodes = [
+        node(f"n{i}", {k: rng.choice(values) for k in keys[:3] if rng.random() < 0.6})
+        for i in range(rng.randint(1, 12))
+    ]
+    ops = ["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Near"]
+    terms = []
+    for _ in range(rng.randint(0, 3)):
+        exprs = []
+        for _ in range(rng.randint(0, 3)):
+            op = rng.choice(ops)
+            n_values = {"Exists": 0, "DoesNotExist": 0, "Gt": 1, "Lt": 1}.get(op, 2)
+            if rng.random() < 0.1:
+                n_values += 1  # sometimes invalid
+            exprs.append(
+                {"key": rng.choice(keys), "operator": op, "values": rng.sample(values, n_values)}
+            )
+        terms.append({"matchExpressions": exprs})
+    volume = pv("v", spec={"nodeAffinity": {"required": {"nodeSelectorTerms": terms}}})
+    snapshot = cluster(nodes)
+    everything = all_nodes(snapshot)
+    got = pv_affinity_mask(volume, everything).tolist()
+    want = [volume_node_affinity_matches(volume, n.metadata.labels) for n in nodes]
+    assert got == want

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -39,6 +39,7 @@ from kubesched.api import (
     ephemeral_volume_is_for_pod,
     is_volume_bound_to_claim,
     label_selector_matches,
+    node_selector_requirement_is_valid,
     parse_quantity,
     persistent_volume_claim_class,
     persistent_volume_class,
@@ -262,7 +263,6 @@ class Finder:
         self.claims = claims
         self.delay = claims.delay
         self.pv_list: list[PersistentVolume] = []
-        self._affinity: dict[int, BoolArray] = {}
         self._topology: dict[str, BoolArray] = {}
         index: dict[str, int] = {}
         for pvs in claims.volumes.values():
@@ -305,11 +305,39 @@ class Finder:
     def _full(self) -> Nodes:
         return Nodes(self.snapshot, np.arange(self.snapshot.table.capacity, dtype=np.int64))
 
-    def affinity_mask(self, pv_index: int, nodes: Nodes) -> BoolArray:
-        m = self._affinity.get(pv_index)
-        if m is None:
-            m = self._affinity[pv_index] = pv_affinity_mask(self.pv_list[pv_index], self._full())
-        out: BoolArray = m.take(nodes.slots)
+    def affinity_rows(self, indexes: Sequence[int], nodes: Nodes) -> BoolArray:
+        """``CheckNodeAffinity`` of each PV in ``indexes`` (rows) on each of ``nodes``.
+
+        PVs pinned by one ``In`` requirement on a label (local volumes by hostname, zonal ones
+        by zone) are compared with the nodes' value ids in one broadcast per label key; others
+        are evaluated one by one.
+        """
+        out = np.ones((len(indexes), len(nodes)), dtype=np.bool_)
+        by_key: dict[str, list[tuple[int, tuple[str, ...]]]] = {}
+        for row, i in enumerate(indexes):
+            pv = self.pv_list[i]
+            simple = _pinned(pv)
+            if simple is None:
+                out[row] = pv_affinity_mask(pv, nodes)
+            elif simple[0]:
+                by_key.setdefault(simple[0], []).append((row, simple[1]))
+        for key, pinned in by_key.items():
+            column = nodes.table.labels.get(key)
+            if column is None:
+                out[[row for row, _ in pinned]] = False
+                continue
+            node_ids = column.ids.take(nodes.slots)
+            width = max(len(values) for _, values in pinned)
+            wanted = np.full((len(pinned), width), -1, dtype=np.int64)
+            for j, (_, values) in enumerate(pinned):
+                for c, v in enumerate(values):
+                    vid = column.id_of(v)
+                    if vid is not None:
+                        wanted[j, c] = vid
+            hit = wanted[:, 0, None] == node_ids[None, :]
+            for c in range(1, width):
+                hit |= wanted[:, c, None] == node_ids[None, :]
+            out[[row for row, _ in pinned]] = hit
         return out
 
     def _topology_mask(self, sc: StorageClass, nodes: Nodes) -> BoolArray:
@@ -353,30 +381,40 @@ class Finder:
 
             # findMatchingVolumes: claims in size order, each taking the smallest PV left.
             unmatched = np.zeros((k_all, n), dtype=np.bool_)
-            taken: dict[int, BoolArray] = {}
+            involved = sorted(
+                {i for c in self.candidates.values() for i in (*c.prebound, *c.others)}
+            )
+            row_of = {i: r for r, i in enumerate(involved)}
+            reach = self.affinity_rows(involved, nodes)
+            # Which node took which PV for an earlier claim (only matters with several claims).
+            taken = (
+                np.zeros((len(involved), n), dtype=np.bool_) if len(self.match_order) > 1 else None
+            )
             for k in self.match_order:
                 cands = self.candidates[k]
                 left = active.copy()
                 for i in cands.prebound:
-                    t = taken.get(i)
-                    here = left if t is None else left & ~t
+                    r = row_of[i]
+                    here = left if taken is None else left & ~taken[r]
                     if not here.any():
                         continue
-                    ok = here & self.affinity_mask(i, nodes)
+                    ok = here & reach[r]
                     chosen[k, ok] = i
-                    taken[i] = ok if t is None else t | ok
+                    if taken is not None:
+                        taken[r] |= ok
                     # A prebound PV out of reach means no match at all on that node.
                     left &= ~here
-                for i in cands.others:
-                    if not left.any():
-                        break
-                    t = taken.get(i)
-                    ok = left & self.affinity_mask(i, nodes)
-                    if t is not None:
-                        ok &= ~t
-                    chosen[k, ok] = i
-                    taken[i] = ok if t is None else t | ok
-                    left &= ~ok
+                if cands.others and left.any():
+                    rows = np.array([row_of[i] for i in cands.others], dtype=np.int64)
+                    fit = reach[rows] & left
+                    if taken is not None:
+                        fit &= ~taken[rows]
+                    has = fit.any(axis=0)
+                    first = fit.argmax(axis=0)
+                    at = np.flatnonzero(has)
+                    chosen[k, at] = np.asarray(cands.others, dtype=np.int64)[first[at]]
+                    if taken is not None:
+                        taken[rows[first[at]], at] = True
                 unmatched[k] = active & (chosen[k] < 0)
 
             # checkVolumeProvisions: the first claim that cannot be provisioned decides.
@@ -442,6 +480,21 @@ def _reasons(bits: int) -> list[str]:
     if bits & _PV_NOT_EXIST:
         out.append(ERR_REASON_PV_NOT_EXIST)
     return out
+
+
+def _pinned(pv: PersistentVolume) -> tuple[str, tuple[str, ...]] | None:
+    """``("", ())`` for a PV without node affinity, ``(key, values)`` for one whose affinity is a
+    single valid ``key In values`` requirement, ``None`` for any other."""
+    affinity = pv.spec.node_affinity
+    if affinity is None or affinity.required is None:
+        return "", ()
+    terms = affinity.required.node_selector_terms
+    if len(terms) != 1 or terms[0].match_fields or len(terms[0].match_expressions) != 1:
+        return None
+    req = terms[0].match_expressions[0]
+    if req.operator != "In" or not node_selector_requirement_is_valid(req):
+        return None
+    return req.key, tuple(req.values)
 
 
 def pv_affinity_mask(pv: PersistentVolume, nodes: Nodes) -> BoolArray:

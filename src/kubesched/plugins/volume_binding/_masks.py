@@ -1,7 +1,8 @@
 """Node selectors of PVs and topology terms of StorageClasses, evaluated over many nodes at once.
 
-Each requirement is evaluated once per distinct value of its label across the node table and
-gathered by the nodes' value ids, as the NodeAffinity plugin does for pods.
+A requirement is a set operation on the nodes' interned value ids of its label (``Gt`` and
+``Lt`` are evaluated once per distinct value and gathered), so a PV pinned to one hostname costs
+one ``isin`` over the node table, however many nodes there are.
 """
 
 from __future__ import annotations
@@ -15,10 +16,14 @@ from kubesched.api import (
     NodeSelectorRequirement,
     NodeSelectorTerm,
     TopologySelectorTerm,
+    node_selector_requirement_is_valid,
     node_selector_requirement_matches,
     node_selector_term_matches,
 )
 from kubesched.framework import BoolArray, Nodes
+
+#: Up to this many values, ``In`` compares ids one by one; beyond, through a lookup table.
+_FEW = 8
 
 
 def label_mask(nodes: Nodes, key: str, holds: Callable[[str | None], bool]) -> BoolArray:
@@ -29,6 +34,38 @@ def label_mask(nodes: Nodes, key: str, holds: Callable[[str | None], bool]) -> B
     lut = np.fromiter(map(holds, column.values), dtype=np.bool_, count=len(column.values))
     out: BoolArray = lut.take(column.ids.take(nodes.slots))
     return out
+
+
+def requirement_mask(req: NodeSelectorRequirement, nodes: Nodes) -> BoolArray:
+    """One ``matchExpressions`` requirement on each node: set operations on the label's value
+    ids for ``In``, ``NotIn``, ``Exists`` and ``DoesNotExist``; ``Gt`` and ``Lt`` once per
+    distinct value. An invalid requirement matches no node."""
+    n = len(nodes)
+    if not node_selector_requirement_is_valid(req):
+        return np.zeros(n, dtype=np.bool_)
+    op = req.operator
+    if op in ("Gt", "Lt"):
+
+        def holds(value: str | None) -> bool:
+            return node_selector_requirement_matches(req, {} if value is None else {req.key: value})
+
+        return label_mask(nodes, req.key, holds)
+    column = nodes.table.labels.get(req.key)
+    ids = np.zeros(n, dtype=np.int32) if column is None else column.ids.take(nodes.slots)
+    if op in ("Exists", "DoesNotExist"):
+        present: BoolArray = ids != 0
+        return present if op == "Exists" else ~present
+    wanted = [] if column is None else [column.id_of(v) for v in req.values]
+    known = [i for i in wanted if i is not None]
+    hit = np.zeros(n, dtype=np.bool_)
+    if len(known) <= _FEW and column is not None:
+        for i in known:
+            hit |= ids == i
+    elif column is not None:
+        lut = np.zeros(len(column.values), dtype=np.bool_)
+        lut[known] = True
+        hit = lut.take(ids)
+    return hit if op == "In" else ~hit
 
 
 def _term_mask(term: NodeSelectorTerm, nodes: Nodes) -> BoolArray:
@@ -42,13 +79,7 @@ def _term_mask(term: NodeSelectorTerm, nodes: Nodes) -> BoolArray:
         return np.zeros(len(nodes), dtype=np.bool_)
     out = np.ones(len(nodes), dtype=np.bool_)
     for req in term.match_expressions:
-        key = req.key
-
-        def holds(value: str | None, req: NodeSelectorRequirement = req, key: str = key) -> bool:
-            labels = {} if value is None else {key: value}
-            return node_selector_requirement_matches(req, labels)
-
-        out &= label_mask(nodes, key, holds)
+        out &= requirement_mask(req, nodes)
     return out
 
 
