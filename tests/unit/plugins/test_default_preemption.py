@@ -1187,3 +1187,15 @@ def test_events_and_hint() -> None:
     assert (registered.event.resource, registered.event.action.name) == ("AssignedPod", "DELETE")
     assert registered.hint is not None
     assert registered.hint(pod("p"), pod("x"), None).value == "QueueSkip"
+
+
+def test_nodes_without_lower_priority_pods_are_skipped_until_their_pods_change() -> None:
+    env = Env([node("node1", SMALL)], [pod("high", node_name="node1", priority=HIGH, res=SMALL)])
+    preemptor = pod("p", priority=MID, res=SMALL)
+    assert env.dry_run(preemptor) == {}
+    # A pod of lower priority arrives (and the high one leaves): the node is tried again.
+    env.snapshot.remove_pod("high")
+    env.snapshot.add_pod(
+        PodInfo.of(pod("low", node_name="node1", priority=LOW, res=SMALL)), "node1"
+    )
+    assert env.dry_run(preemptor) == {"node1": (["low"], 0)}
