@@ -39,12 +39,14 @@ from kubesched.api import ObjectMeta, Pod
 from kubesched.config import KubeSchedulerConfiguration
 from kubesched.extender._cache import BadNodeError, ClusterCache
 from kubesched.extender._metrics import ExtenderMetrics
+from kubesched.extender._names import NameList
 from kubesched.extender._profiles import complete_profiles
 from kubesched.extender._protocol import (
     MAX_EXTENDER_PRIORITY,
     ExtenderArgs,
     ExtenderBindingResult,
     ExtenderFilterResult,
+    ExtenderFilterResultNames,
     ExtenderPreemptionResult,
     HostPriority,
     MetaPod,
@@ -59,7 +61,6 @@ from kubesched.extender._protocol import (
 from kubesched.framework import (
     MAX_NODE_SCORE,
     APIClient,
-    BoolArray,
     Code,
     CycleState,
     Diagnosis,
@@ -140,7 +141,6 @@ def _plugin_error(err: FilterError, point: str) -> str:
     return f'running Score plugin "{err.plugin}": {message}'
 
 
-_Resolved = tuple[list[str], IntArray, list[str], "BoolArray | None"]
 #: How many distinct NodeNames lists are kept resolved (filter's and prioritize's, per profile).
 _NAME_LISTS_KEPT: Final = 8
 
@@ -157,8 +157,10 @@ class _Candidates:
     slots: IntArray
     #: Names the snapshot does not know.
     unknown: list[str]
-    #: Which of ``names`` the snapshot knows (``None``: all of them).
-    known: BoolArray | None = None
+    #: Positions in ``names`` of the nodes the snapshot knows (``None``: all of them).
+    known: IntArray | None = None
+    #: The resolved list (``NodeNames`` mode only).
+    name_list: NameList | None = None
     #: The raw ``NodeList`` items by slot (``Nodes`` mode only).
     raws: dict[int, msgspec.Raw] | None = None
 
@@ -195,7 +197,7 @@ class Extender:
         self.synced: Callable[[], bool] = lambda: True
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="extender-worker")
         self._closed = False
-        self._names: OrderedDict[bytes, _Resolved] = OrderedDict()
+        self._names: OrderedDict[bytes, NameList] = OrderedDict()
         self._names_version = -1
         self.cache.on_pending = self._schedule_flush
 
@@ -278,9 +280,14 @@ class Extender:
             resolved = self._resolve_names(args.node_names)
             if isinstance(resolved, Reply):
                 return resolved
-            names, slots, unknown, known = resolved
             return _Candidates(
-                self.cache.cluster, self.cluster_profiles[profile], names, slots, unknown, known
+                self.cache.cluster,
+                self.cluster_profiles[profile],
+                resolved.names,
+                resolved.slots,
+                resolved.unknown,
+                resolved.known,
+                name_list=resolved,
             )
         items = args.nodes.items or []
         try:
@@ -293,12 +300,11 @@ class Extender:
             self.cache.body, self.body_profiles[profile], names, slots, [], raws=raws
         )
 
-    def _resolve_names(self, raw: msgspec.Raw) -> _Resolved | Reply:
-        """The names of a raw ``NodeNames`` list, their slots in the cluster snapshot, the names
-        it does not know, and which are known (``None``: all).
+    def _resolve_names(self, raw: msgspec.Raw) -> NameList | Reply:
+        """A raw ``NodeNames`` list resolved against the cluster snapshot.
 
-        kube-scheduler sends the same list for pod after pod; the answer for identical bytes is
-        kept (for the last few lists) until a node is added to or removed from the snapshot.
+        kube-scheduler sends the same list for pod after pod; the resolution of identical bytes
+        is kept (for the last few lists) until a node is added to or removed from the snapshot.
         """
         cache = self.cache
         if self._names_version != cache.slots_version:
@@ -316,18 +322,7 @@ class Extender:
             if " - at `" not in where:
                 where += " - at `$.NodeNames`"
             return _bad_request(f"cannot decode ExtenderArgs: {where}")
-        get = cache.cluster_slots.get
-        found = [get(name, -1) for name in names]
-        slots = np.array(found, dtype=np.int64)
-        unknown: list[str] = []
-        known = None
-        if len(slots) and slots.min() < 0:
-            unknown = [n for n, s in zip(names, found, strict=True) if s < 0]
-            known = slots >= 0
-            slots = slots[known]
-            known.flags.writeable = False
-        slots.flags.writeable = False  # shared by every request with these bytes
-        resolved = (names, slots, unknown, known)
+        resolved = NameList(key, names, cache.cluster_slots)
         self._names[key] = resolved
         if len(self._names) > _NAME_LISTS_KEPT:
             self._names.popitem(last=False)
@@ -347,21 +342,19 @@ class Extender:
         assert args.pod is not None
         result = self._filter(c, args.pod)
         if log.isEnabledFor(logging.DEBUG):
-            passed = len(result.node_names if result.node_names is not None else [])
-            if result.nodes is not None:
-                passed = len(result.nodes.items)
+            failures = len(result.failed_nodes) + len(result.failed_and_unresolvable_nodes)
             log.debug(
                 "filter %s (profile %s): %d nodes, %d pass, %d fail%s",
                 args.pod.key,
                 profile,
                 len(c.names),
-                passed,
-                len(result.failed_nodes) + len(result.failed_and_unresolvable_nodes),
+                0 if result.error else len(c.names) - failures,
+                failures,
                 f", error: {result.error}" if result.error else "",
             )
         return Reply.json(result)
 
-    def _filter(self, c: _Candidates, pod: Pod) -> ExtenderFilterResult:
+    def _filter(self, c: _Candidates, pod: Pod) -> ExtenderFilterResult | ExtenderFilterResultNames:
         failed = dict.fromkeys(c.unknown, ERR_UNKNOWN_NODE)
         unresolvable: dict[str, str] = {}
         names = c.snapshot.table.names
@@ -419,6 +412,14 @@ class Extender:
                 failed_nodes=failed,
                 failed_and_unresolvable_nodes=unresolvable,
             )
+        if c.name_list is not None:
+            positions = c.name_list.positions(feasible)
+            if positions is not None:
+                return ExtenderFilterResultNames(
+                    node_names=msgspec.Raw(c.name_list.names_json(positions)),
+                    failed_nodes=failed,
+                    failed_and_unresolvable_nodes=unresolvable,
+                )
         return ExtenderFilterResult(
             node_names=[names[s] for s in feasible.tolist()],
             failed_nodes=failed,
@@ -446,6 +447,8 @@ class Extender:
             every[c.known] = scores
             scores = every
         log.debug("prioritize %s (profile %s): %d nodes", args.pod.key, profile, len(c.names))
+        if c.name_list is not None:
+            return Reply(200, c.name_list.priorities_json(scores))
         return Reply.json(
             [HostPriority(n, s) for n, s in zip(c.names, scores.tolist(), strict=True)]
         )

@@ -69,6 +69,16 @@ class ExtenderFilterResult(_Go):
     error: str = ""
 
 
+class ExtenderFilterResultNames(_Go):
+    """An :class:`ExtenderFilterResult` whose ``NodeNames`` list is already JSON."""
+
+    node_names: msgspec.Raw
+    failed_nodes: dict[str, str]
+    failed_and_unresolvable_nodes: dict[str, str]
+    nodes: None = None
+    error: str = ""
+
+
 class HostPriority(_Go, gc=False):
     """One entry of ``HostPriorityList``, the answer to prioritize."""
 

@@ -611,3 +611,10 @@ async def test_informer_changes_are_applied_on_the_worker_before_requests() -> N
         assert answer(reply)["FailedNodes"] == {"n-2": ERR_UNKNOWN_NODE}
     finally:
         ext.close()
+
+
+def test_a_node_named_twice_is_answered_twice() -> None:
+    ext = make_extender(config("RejectOdd"), nodes=nodes("n-1", "n-2"))
+    out = answer(ext.filter("test", names_body(make_pod("p"), ["n-2", "n-1", "n-2"])))
+    assert out["NodeNames"] == ["n-2", "n-2"]
+    assert out["FailedNodes"] == {"n-1": "node(s) had an odd name"}

@@ -1,0 +1,55 @@
+"""Answers assembled from a resolved NodeNames list equal what encoding them would give."""
+
+from __future__ import annotations
+
+import msgspec
+import numpy as np
+
+from kubesched.extender import HostPriority
+from kubesched.extender._names import NameList
+
+
+def make(names: list[str], slots: dict[str, int]) -> NameList:
+    return NameList(msgspec.json.encode(names), names, slots)
+
+
+def test_slots_unknown_and_positions() -> None:
+    nl = make(["a", "ghost", "b", "c"], {"a": 7, "b": 3, "c": 9})
+    assert nl.slots.tolist() == [7, 3, 9]
+    assert nl.unknown == ["ghost"]
+    assert nl.known is not None
+    assert nl.known.tolist() == [0, 2, 3]
+    positions = nl.positions(np.array([7, 9]))
+    assert positions is not None
+    assert positions.tolist() == [0, 3]
+    assert not nl.slots.flags.writeable
+
+
+def test_names_json_is_the_request_itself_when_every_node_passes() -> None:
+    raw = b'["a","b"]'
+    nl = NameList(raw, ["a", "b"], {"a": 0, "b": 1})
+    assert nl.names_json(np.array([0, 1])) is raw
+    assert nl.names_json(np.array([1])) == b'["b"]'
+    assert nl.names_json(np.array([], dtype=np.int64)) == b"[]"
+
+
+def test_odd_names_are_escaped() -> None:
+    names = ['we"ird', "back\\slash", "ünï", "n-1"]
+    nl = make(names, {n: i for i, n in enumerate(names)})
+    assert msgspec.json.decode(nl.names_json(np.array([0, 1, 2]))) == names[:3]
+
+
+def test_priorities_json_matches_the_encoded_list() -> None:
+    names = ["n-0", 'q"uote', "n-2"]
+    nl = make(names, {n: i for i, n in enumerate(names)})
+    scores = np.array([10, 0, 7])
+    expected = msgspec.json.encode(
+        [HostPriority(n, int(s)) for n, s in zip(names, scores, strict=True)]
+    )
+    assert nl.priorities_json(scores) == expected
+    assert make([], {}).priorities_json(np.array([], dtype=np.int64)) == b"[]"
+
+
+def test_a_name_listed_twice_has_no_positions() -> None:
+    nl = make(["a", "a"], {"a": 0})
+    assert nl.positions(np.array([0])) is None
