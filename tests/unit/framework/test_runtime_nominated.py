@@ -23,6 +23,7 @@ from kubesched.framework import (
     Framework,
     NodeInfo,
     Nodes,
+    NodeStatuses,
     PermitPlugin,
     PodInfo,
     PostFilterPlugin,
@@ -132,7 +133,35 @@ class Again(Answer):
     name = "Again"
 
 
-REGISTRY = Registry({p.name: p for p in (Sort, Binder, CpuFit, CountOnNode, Hold, Answer, Again)})
+class BothForms(FilterPlugin):
+    """Says which form ran: the per-node one or the vectorized one."""
+
+    name = "BothForms"
+
+    def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
+        return Status(Code.UNSCHEDULABLE, "per-node form")
+
+    def filter_nodes(self, state: CycleState, pod: Pod, nodes: Nodes) -> NodeStatuses:
+        return NodeStatuses.from_mask(
+            np.ones(len(nodes), dtype=np.bool_), Status(Code.UNSCHEDULABLE, "vectorized form")
+        )
+
+
+class VectorizedOnly(FilterPlugin):
+    name = "VectorizedOnly"
+
+    def filter_nodes(self, state: CycleState, pod: Pod, nodes: Nodes) -> NodeStatuses:
+        return NodeStatuses.from_mask(
+            np.ones(len(nodes), dtype=np.bool_), Status(Code.UNSCHEDULABLE, "vectorized only")
+        )
+
+
+REGISTRY = Registry(
+    {
+        p.name: p
+        for p in (Sort, Binder, CpuFit, CountOnNode, Hold, Answer, Again, BothForms, VectorizedOnly)
+    }
+)
 
 
 def framework(snapshot: Snapshot) -> Framework:
@@ -430,3 +459,23 @@ def test_post_filter_plugins_run_until_one_decides(
     )
     pod = make_pod("p", annotations={"Answer": first, "Again": second})
     assert fw.run_post_filter(CycleState(), pod, {}) == (nominated, status)
+
+
+@pytest.mark.parametrize(
+    ("plugin", "reason"), [("BothForms", "per-node form"), ("VectorizedOnly", "vectorized only")]
+)
+def test_one_node_is_filtered_with_the_per_node_form_when_there_is_one(
+    plugin: str, reason: str
+) -> None:
+    snapshot = cluster()
+    fw = Framework(
+        profile_name="test",
+        registry=REGISTRY,
+        plugins={"queueSort": [("Sort", 1)], "bind": [("Binder", 1)], "filter": [(plugin, 1)]},
+        snapshot=snapshot,
+    )
+    n1 = snapshot.get("n1")
+    assert n1 is not None
+    assert fw.run_filter_plugins(CycleState(), make_pod("p"), n1) == Status(
+        Code.UNSCHEDULABLE, reason, plugin=plugin
+    )
