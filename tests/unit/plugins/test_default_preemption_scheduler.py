@@ -14,6 +14,7 @@ from builders import make_node, make_pod
 from kubesched.api import Pod
 from kubesched.config import load_config_from_dict
 from kubesched.framework import Snapshot, build_frameworks
+from kubesched.kube import EventV1, NotFound
 from kubesched.plugins import default_registry
 from kubesched.plugins.default_preemption import DefaultPreemption
 from kubesched.scheduler import Cache, Scheduler, SchedulingQueue
@@ -207,3 +208,71 @@ async def test_disabling_the_plugin_turns_preemption_off() -> None:
     scheduler.schedule_one(qpi)
     assert cluster.failures["p"] == ("0/1 nodes are available: 1 Insufficient cpu.", "")
     assert "low" in cluster.pods
+
+
+# --- what `kubesched run` sends to the API server -------------------------------------------
+
+
+class RecordingClient:
+    """Records the writes of the scheduler's writer; a pod named ``gone`` is already deleted."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, Any]] = []
+
+    async def patch(self, path: str, body: Any, **kwargs: Any) -> bytes:
+        if "/gone/" in path:
+            raise NotFound(404, "NotFound", 'pods "gone" not found')
+        self.calls.append(("PATCH", path, body))
+        return b"{}"
+
+    async def delete(self, path: str, body: Any = None, **kwargs: Any) -> bytes:
+        self.calls.append(("DELETE", path, body))
+        return b"{}"
+
+
+async def test_the_run_writer_marks_deletes_and_clears_as_kube_scheduler() -> None:
+    from kubesched.scheduler._service import _Writer
+
+    client = RecordingClient()
+    writer = _Writer(client, {"prof": object()})  # type: ignore[arg-type, dict-item]
+    preemptor = msgspec.structs.replace(
+        pod("p", 100), spec=msgspec.structs.replace(pod("p", 100).spec, scheduler_name="prof")
+    )
+    victim = pod("v", 0, "node1")
+    await writer.evict(victim, preemptor)
+    await writer.evict(pod("gone", 0, "node1"), preemptor)  # already deleted: fine
+    nominated = msgspec.structs.replace(
+        pod("n", 0), status=msgspec.structs.replace(pod("n", 0).status, nominated_node_name="x")
+    )
+    await writer.clear_nominated_node_name(nominated)
+
+    (mark, delete, clear) = client.calls
+    assert mark[:2] == ("PATCH", "/api/v1/namespaces/default/pods/v/status")
+    [condition] = mark[2]["status"]["conditions"]
+    assert (condition["type"], condition["status"], condition["reason"], condition["message"]) == (
+        "DisruptionTarget",
+        "True",
+        "PreemptionByScheduler",
+        "prof: preempting to accommodate a higher priority pod",
+    )
+    assert delete == ("DELETE", "/api/v1/namespaces/default/pods/v", None)
+    assert clear == (
+        "PATCH",
+        "/api/v1/namespaces/default/pods/n/status",
+        {"status": {"nominatedNodeName": None}},
+    )
+
+    writer.preempted(victim, preemptor, "node1", "prof")
+    kind, event = writer.recorders["prof"]._queue.get_nowait()
+    assert kind == "create"
+    assert isinstance(event, EventV1)
+    assert (event.type, event.reason, event.action, event.note) == (
+        "Normal",
+        "Preempted",
+        "Preempting",
+        "Preempted by pod p on node node1",
+    )
+    assert event.regarding.name == "v"
+    assert event.related is not None
+    assert event.related.name == "p"
+    assert event.reporting_controller == "prof"
