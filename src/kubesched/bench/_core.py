@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import random
 import time
 from dataclasses import dataclass, field
@@ -146,6 +147,8 @@ class CoreResult:
     overcommitted_nodes: int
     constraint_violations: int
     cpu_fraction_std: float
+    #: The machine's 1-minute load average when scheduling started and ended.
+    load_average: tuple[float, float] = (0.0, 0.0)
     #: Extension point -> mean seconds per scheduling cycle (from the scheduler's metrics).
     extension_points: dict[str, float] = field(default_factory=dict)
     #: ``Point/Plugin`` -> mean seconds per call.
@@ -254,6 +257,7 @@ async def _run(
     queue_task = asyncio.create_task(queue.run())
     reset_peak_rss()
     before = sample()
+    load_start = os.getloadavg()[0]
     cpu0 = time.process_time()
     t0 = time.perf_counter()
     loop_task = asyncio.create_task(scheduler.run())
@@ -283,6 +287,8 @@ async def _run(
         "cpu_s": cpu,
         "rss_before_bytes": float(before.rss_bytes if before else 0),
         "peak_rss_bytes": float(own_peak_rss_bytes()),
+        "load_start": load_start,
+        "load_end": os.getloadavg()[0],
     }
     return scheduler, cluster, writer, metrics, timing
 
@@ -343,6 +349,7 @@ def run_core(
         overcommitted_nodes=len(placement.overcommitted),
         constraint_violations=len(placement.violations),
         cpu_fraction_std=placement.cpu_fraction_std,
+        load_average=(timing["load_start"], timing["load_end"]),
         extension_points=points,
         plugins=plugins,
     )

@@ -49,6 +49,7 @@ def core_table(r: CoreResult) -> str:
         ),
         ("CPU fraction spread", f"std dev {r.cpu_fraction_std:.4f}"),
         ("setup", f"{r.setup_s:.2f} s (not measured)"),
+        ("load average", f"{r.load_average[0]:.2f} at start, {r.load_average[1]:.2f} at end"),
     ]
     head = f"bench core: {r.nodes} nodes, {r.pods} pods, profile {r.profile}, seed {r.seed}"
     points = ", ".join(f"{k} {v * 1e6:.0f}" for k, v in r.extension_points.items())
@@ -73,6 +74,8 @@ _E2E_COLUMNS: tuple[tuple[str, str], ...] = (
     ("constraint violations", "violations"),
     ("pod creation rate (pods/s)", "creation"),
     ("measured phase (s)", "duration"),
+    ("API server CPU (s)", "apiserver"),
+    ("load average at start / end", "load"),
 )
 
 
@@ -103,6 +106,10 @@ def _e2e_cell(r: E2EResult, key: str) -> str:
         return f"{r.creation_pods_per_s:,.0f}"
     if key == "duration":
         return f"{r.measured_duration_s:.1f}"
+    if key == "apiserver":
+        return f"{r.apiserver_cpu_s:.1f}"
+    if key == "load":
+        return f"{r.load_average[0]:.2f} / {r.load_average[1]:.2f}"
     raise KeyError(key)
 
 
