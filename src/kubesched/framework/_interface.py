@@ -115,8 +115,9 @@ class Handle(Protocol):
     def get_waiting_pod(self, uid: str) -> WaitingPod | None: ...
 
     def list_objects(self, kind: type[T]) -> list[T]:
-        """Every object of ``kind`` the front end watches for plugins (``PodDisruptionBudget``
-        ...); empty when it watches none."""
+        """Every object of ``kind`` the front end feeds plugins (``PodDisruptionBudget`` ...):
+        from a lister it registered (an informer's store), else from the snapshot's object
+        store; empty when it feeds none."""
         ...
 
     def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]:

@@ -293,8 +293,11 @@ class Framework:
         return self._waiting.get(uid)
 
     def list_objects(self, kind: type[T]) -> list[T]:
+        """From the lister registered for ``kind``, else from the snapshot's object store."""
         lister = self._listers.get(kind)
-        return [] if lister is None else list(lister())
+        if lister is None:
+            return list(self._snapshot.objects.list(kind))
+        return list(lister())
 
     def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]:
         if self._nominator is None:

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from builders import make_node, make_pod
-from kubesched.api import Pod
+from kubesched.api import ObjectMeta, Pod, PodDisruptionBudget
 from kubesched.framework import (
     BindPlugin,
     Code,
@@ -409,11 +409,16 @@ async def test_victims_are_evicted_or_rejected_at_permit() -> None:
     ]
 
 
-def test_list_objects_serves_registered_listers() -> None:
-    fw = framework(cluster())
-    assert fw.list_objects(int) == []
-    fw.register_lister(int, lambda: [1, 2])
-    assert fw.list_objects(int) == [1, 2]
+def test_list_objects_serves_registered_listers_else_the_object_store() -> None:
+    snapshot = cluster()
+    fw = framework(snapshot)
+    assert fw.list_objects(PodDisruptionBudget) == []
+    stored = PodDisruptionBudget(metadata=ObjectMeta(name="stored", namespace="ns"))
+    snapshot.objects.set(stored)
+    assert fw.list_objects(PodDisruptionBudget) == [stored]
+    watched = PodDisruptionBudget(metadata=ObjectMeta(name="watched", namespace="ns"))
+    fw.register_lister(PodDisruptionBudget, lambda: [watched])
+    assert fw.list_objects(PodDisruptionBudget) == [watched]
 
 
 @pytest.mark.parametrize(
