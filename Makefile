@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	touch $(STAMP)
 
 ## Set up, bring up the local control plane, and schedule an example workload on it.
@@ -30,7 +30,7 @@ lint: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
 
-e2e: $(STAMP) binaries
+e2e: $(STAMP) binaries prometheus
 	$(BIN)/pytest -q tests/e2e
 
 ## Build (once, cached by version) etcd, kube-apiserver, kube-scheduler and kubectl.
