@@ -23,6 +23,9 @@ from kubesched.config import load_config
 from kubesched.extender import AGENTS
 
 OVERLAY = Path(__file__).parents[3] / "deploy" / "extender"
+#: Every agent but image-compatibility, whose plugin does not exist yet: a non-ignorable
+#: extender that cannot start would hold every pod of the profile.
+DEPLOYED = set(AGENTS) - {"image-compatibility"}
 NAMESPACE = "kube-system"
 SERVICE_ACCOUNT = f"system:serviceaccount:{NAMESPACE}:kubesched-agents"
 SA_GROUPS = ("system:serviceaccounts", f"system:serviceaccounts:{NAMESPACE}")
@@ -97,9 +100,9 @@ def test_kube_scheduler_accepts_the_configuration(
     assert result.returncode == 0, result.stderr
     effective = yaml.safe_load(written.read_text())
     assert [p["schedulerName"] for p in effective["profiles"]] == ["kubesched-agents"]
-    assert len(effective["extenders"]) == 6
+    assert len(effective["extenders"]) == len(DEPLOYED)
     # kubesched reads it alike.
-    assert len(load_config(config).extenders) == 6
+    assert len(load_config(config).extenders) == len(DEPLOYED)
 
 
 def test_every_agent_container_is_an_extenders_entry(rendered: list[dict[str, Any]]) -> None:
@@ -110,7 +113,7 @@ def test_every_agent_container_is_an_extenders_entry(rendered: list[dict[str, An
     containers = pod["containers"]
     assert containers[0]["image"] == "registry.k8s.io/kube-scheduler:v1.34.4"
     agents = containers[1:]
-    assert {c["name"] for c in agents} == set(AGENTS)
+    assert {c["name"] for c in agents} == DEPLOYED
     for c in agents:
         assert c["image"] == "kubesched:0.1.0"
         assert c["command"] == ["kubesched", "extender", f"--agents={c['name']}"]
