@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -29,24 +28,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
 
 OWNER = "e2e.kubesched.io/gang"
 TIMEOUT = 3
-
-
-@pytest.fixture
-def run_id() -> str:
-    return uuid.uuid4().hex[:8]
-
-
-@pytest.fixture
-def namespace(admin_client: AdminClient, run_id: str) -> Iterator[str]:
-    name = f"gang-{run_id}"
-    admin_client.post("/api/v1/namespaces", {"metadata": {"name": name}}).expect(201)
-    try:
-        yield name
-    finally:
-        admin_client.request(
-            "DELETE", f"/api/v1/namespaces/{name}/pods", params={"gracePeriodSeconds": "0"}
-        )
-        admin_client.delete(f"/api/v1/namespaces/{name}")
+NAMESPACE_PREFIX = "gang"
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -35,24 +34,7 @@ ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
 GROUP = "e2e.kubesched.io/spread-and-affinity"
 ZONES = ("zone-a", "zone-b", "zone-c")
-
-
-@pytest.fixture
-def run_id() -> str:
-    return uuid.uuid4().hex[:8]
-
-
-@pytest.fixture
-def namespace(admin_client: AdminClient, run_id: str) -> Iterator[str]:
-    name = f"spread-{run_id}"
-    admin_client.post("/api/v1/namespaces", {"metadata": {"name": name}}).expect(201)
-    try:
-        yield name
-    finally:
-        admin_client.request(
-            "DELETE", f"/api/v1/namespaces/{name}/pods", params={"gracePeriodSeconds": "0"}
-        )
-        admin_client.delete(f"/api/v1/namespaces/{name}")
+NAMESPACE_PREFIX = "spread"
 
 
 @pytest.fixture
