@@ -9,18 +9,15 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Gauge, Histogram
 
-from kubesched.framework import Code
+from kubesched.framework import FrameworkMetrics
+from kubesched.framework import exponential_buckets as _exponential
 
 
-def _exponential(start: float, factor: float, count: int) -> list[float]:
-    return [start * factor**i for i in range(count)]
-
-
-class ExtenderMetrics:
+class ExtenderMetrics(FrameworkMetrics):
     """One registry per extender process (tests build their own)."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        self.registry = registry or CollectorRegistry()
+        super().__init__(registry)
         r = self.registry
         self.request_duration = Histogram(
             "extender_request_duration_seconds",
@@ -42,27 +39,6 @@ class ExtenderMetrics:
             ["source"],
             registry=r,
         )
-        self.extension_point_duration = Histogram(
-            "scheduler_framework_extension_point_duration_seconds",
-            "Latency for running all plugins of a specific extension point.",
-            ["extension_point", "status", "profile"],
-            buckets=_exponential(0.0001, 2, 12),
-            registry=r,
-        )
-        self.plugin_execution_duration = Histogram(
-            "scheduler_plugin_execution_duration_seconds",
-            "Duration for running a plugin at a specific extension point.",
-            ["plugin", "extension_point", "status"],
-            buckets=_exponential(0.00001, 1.5, 20),
-            registry=r,
-        )
-
-    # framework.Metrics
-    def extension_point(self, point: str, status: Code, profile: str, seconds: float) -> None:
-        self.extension_point_duration.labels(point, status.label, profile).observe(seconds)
-
-    def plugin(self, plugin: str, point: str, status: Code, seconds: float) -> None:
-        self.plugin_execution_duration.labels(plugin, point, status.label).observe(seconds)
 
     def request(self, verb: str, profile: str, code: int, seconds: float) -> None:
         self.request_duration.labels(verb, profile, str(code)).observe(seconds)

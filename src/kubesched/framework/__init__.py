@@ -40,6 +40,7 @@ from kubesched.framework._interface import (
     extension_points_of,
     node_for,
 )
+from kubesched.framework._metrics import FrameworkMetrics, exponential_buckets
 from kubesched.framework._node_info import HostPort, NodeInfo, PodInfo, host_ports, ports_conflict
 from kubesched.framework._pods import AffinityClass, PodGroup, PodTable
 from kubesched.framework._profile import build_frameworks, plugin_args_types
@@ -85,6 +86,7 @@ __all__ = [
     "FitError",
     "Framework",
     "FrameworkError",
+    "FrameworkMetrics",
     "Handle",
     "HostPort",
     "IdArray",
@@ -130,6 +132,7 @@ __all__ = [
     "StoredObject",
     "WaitingPod",
     "build_frameworks",
+    "exponential_buckets",
     "extension_points_of",
     "host_ports",
     "is_success",
