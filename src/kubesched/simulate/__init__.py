@@ -20,7 +20,6 @@ from kubesched.simulate._live import read_cluster
 from kubesched.simulate._objects import (
     ClusterObjects,
     Namespace,
-    PodDisruptionBudget,
     PriorityClass,
 )
 from kubesched.simulate._output import (
@@ -61,7 +60,6 @@ __all__ = [
     "NodeExplanation",
     "PersistentVolume",
     "PersistentVolumeClaim",
-    "PodDisruptionBudget",
     "PodResult",
     "PriorityClass",
     "ProgressLine",

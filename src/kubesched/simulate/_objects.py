@@ -1,10 +1,10 @@
 """The cluster objects besides Nodes and Pods that a simulation keeps, typed.
 
 Namespaces and PriorityClasses are used while loading (defaults, priority resolution).
-PersistentVolumes, PersistentVolumeClaims, StorageClasses and CSINodes (the structs of
-:mod:`kubesched.api`) go into the snapshot's object store, where the volume plugins read them;
-PodDisruptionBudgets are kept for preemption. Only the fields those uses read are declared; the
-rest of each object is ignored on decode, as in :mod:`kubesched.api`.
+PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes and PodDisruptionBudgets
+(the structs of :mod:`kubesched.api`) go into the snapshot's object store, where the volume
+plugins and preemption read them. Only the fields those uses read are declared; the rest of each
+object is ignored on decode, as in :mod:`kubesched.api`.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import msgspec
 
 from kubesched.api import (
     CSINode,
-    LabelSelector,
     ObjectMeta,
     PersistentVolume,
     PersistentVolumeClaim,
+    PodDisruptionBudget,
     StorageClass,
 )
 
@@ -43,28 +43,6 @@ class PriorityClass(_Obj, kw_only=True):
     global_default: bool = False
     preemption_policy: str | None = None
     description: str = ""
-
-
-class PodDisruptionBudgetSpec(_Obj):
-    selector: LabelSelector | None = None
-    # int or percentage string, as IntOrString
-    min_available: int | str | None = None
-    max_unavailable: int | str | None = None
-
-
-class PodDisruptionBudgetStatus(_Obj):
-    disruptions_allowed: int = 0
-    current_healthy: int = 0
-    desired_healthy: int = 0
-    expected_pods: int = 0
-
-
-class PodDisruptionBudget(_Obj, kw_only=True):
-    api_version: str = "policy/v1"
-    kind: str = "PodDisruptionBudget"
-    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
-    spec: PodDisruptionBudgetSpec = msgspec.field(default_factory=PodDisruptionBudgetSpec)
-    status: PodDisruptionBudgetStatus = msgspec.field(default_factory=PodDisruptionBudgetStatus)
 
 
 #: The PriorityClasses every cluster has (``scheduling.SystemPriorityClasses``).

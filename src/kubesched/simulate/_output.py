@@ -56,6 +56,8 @@ def pod_json(p: PodResult) -> dict[str, Any]:
         "feasibleNodes": p.feasible_nodes or [],
         "scored": p.scored,
         "nodes": {name: _node_json(n) for name, n in (p.nodes or {}).items()},
+        "nominatedNode": p.nominated_node,
+        "victims": p.victims,
     }
 
 
@@ -132,7 +134,8 @@ def render_table(result: SimulationResult, *, explain: bool = False) -> str:
     if not explain:
         rows = [["POD", "NODE", "MESSAGE"]]
         for p in result.pods:
-            rows.append([p.key, _node_column(p), "" if p.node is not None else p.message])
+            message = _preemption_note(p) if p.node is not None else p.message
+            rows.append([p.key, _node_column(p), message])
         lines.extend(_rows(rows) if result.pods else ["no pods to schedule"])
     else:
         for p in result.pods:
@@ -159,11 +162,21 @@ def _filter_cell(n: NodeExplanation) -> str:
     return FILTER_OK
 
 
+def _preemption_note(p: PodResult) -> str:
+    """What preemption did for the pod, or ``""``."""
+    if p.victims:
+        return f"preempted {', '.join(p.victims)} on {p.nominated_node}"
+    if p.nominated_node:
+        return f"nominated to {p.nominated_node} by preemption"
+    return ""
+
+
 def _explain_pod(p: PodResult) -> list[str]:
+    note = _preemption_note(p)
     if p.node is not None:
-        head = f"{p.key} -> {p.node}"
+        head = f"{p.key} -> {p.node}" + (f" ({note})" if note else "")
     else:
-        head = f"{p.key} -> {_node_column(p)}: {p.message}"
+        head = f"{p.key} -> {_node_column(p)}: {p.message}" + (f" ({note})" if note else "")
     if p.nodes is None or not p.nodes:
         return [head]
     feasible = [(name, n) for name, n in p.nodes.items() if n.feasible]

@@ -15,7 +15,11 @@ exactly as ``kubesched run`` builds them; only the two ends differ:
 Pods are popped from the queue in the profiles' QueueSort order (PrioritySort: higher priority
 first, then input order) and each gets one attempt; its binding cycle finishes before the next
 pod is popped, so each pod sees the ones placed before it. A pod that fails is taken out of the
-queue instead of waiting for a cluster event to retry it.
+queue instead of waiting for a cluster event to retry it, with one exception: a pod for which
+PostFilter (DefaultPreemption) nominated a node. Its victims are deleted at once (graceful
+deletion takes no time here) and the pod goes back to the active queue, as the victims' delete
+events would move it in ``run``; its second attempt is its result, with the nomination and the
+victims attached.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import random
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import msgspec
 
@@ -106,6 +110,10 @@ class PodResult:
     scored: bool | None = None
     #: Per node, with detail ``explain``; nodes the cycle did not evaluate are absent.
     nodes: dict[str, NodeExplanation] | None = None
+    #: The node preemption nominated after the pod's first attempt (then retried once).
+    nominated_node: str | None = None
+    #: The pods (``namespace/name``) evicted to make room for this one.
+    victims: list[str] = field(default_factory=list)
 
     @property
     def key(self) -> str:
@@ -169,13 +177,29 @@ class _Record:
     reason: str
     node: str | None
     message: str
+    nominated_node: str | None = None
 
 
 class _Recorder:
-    """The scheduler's writer: the last event of each pod, in memory."""
+    """The scheduler's writer (the last event of each pod, in memory) and the frameworks'
+    evictor (a victim is deleted from the simulated cluster at once)."""
 
     def __init__(self) -> None:
         self.records: dict[str, _Record] = {}
+        self.scheduler: Scheduler | None = None
+        #: Preemptor UID -> its victims (``namespace/name``).
+        self.victims: dict[str, list[str]] = {}
+
+    async def evict(self, victim: Pod, preemptor: Pod) -> None:
+        assert self.scheduler is not None
+        self.victims.setdefault(preemptor.metadata.uid, []).append(victim.key)
+        self.scheduler.on_pod_delete(victim)
+
+    def preempted(self, victim: Pod, preemptor: Pod, node: str, profile: str) -> None:
+        """Nothing to record beyond :meth:`evict`'s bookkeeping."""
+
+    async def clear_nominated_node_name(self, pod: Pod) -> None:
+        """Nominations live in the queue only; there is no pod status to clear."""
 
     def scheduled(self, pod: Pod, node: str, profile: str) -> None:
         note = f"Successfully assigned {pod.metadata.namespace}/{pod.metadata.name} to {node}"
@@ -184,7 +208,21 @@ class _Recorder:
     def failed(
         self, pod: Pod, reason: str, message: str, profile: str, nominated_node: str | None
     ) -> None:
-        self.records[pod.metadata.uid] = _Record(reason, None, message)
+        self.records[pod.metadata.uid] = _Record(reason, None, message, nominated_node)
+
+
+@runtime_checkable
+class _EvictingPlugin(Protocol):
+    """A PostFilter plugin that evicts in the background (DefaultPreemption)."""
+
+    async def wait_for_evictions(self) -> None: ...
+
+
+async def _evictions_done(frameworks: Mapping[str, Framework]) -> None:
+    for fwk in frameworks.values():
+        for plugin in fwk.post_filter_plugins:
+            if isinstance(plugin, _EvictingPlugin):
+                await plugin.wait_for_evictions()
 
 
 @dataclass
@@ -292,6 +330,8 @@ async def simulate(
         clock=lambda: float(next(ticks)),
     )
     recorder = _Recorder()
+    for fwk in frameworks.values():
+        fwk.set_evictor(recorder)
     observer = _Observer(detail)
     scheduler = Scheduler(
         profiles=frameworks,
@@ -300,7 +340,7 @@ async def simulate(
         writer=recorder,
         observer=observer,
     )
-    client.scheduler = scheduler
+    client.scheduler = recorder.scheduler = scheduler
 
     # Namespace labels for namespaceSelector; a namespace the input only implies still carries
     # the name label the API server puts on every Namespace.
@@ -321,23 +361,32 @@ async def simulate(
         scheduler.on_pod_add(pod)
 
     to_attempt = sum(1 for p in pending if p.spec.scheduler_name in frameworks)
-    attempts: list[str] = []
+    # Pod UID -> its position among first attempts (dicts keep insertion order).
+    attempts: dict[str, int] = {}
+    nominated: dict[str, str] = {}
     skipped: dict[str, str] = {}
     while (qpi := queue.try_pop()) is not None:
         uid = qpi.pod.metadata.uid
         outcome = scheduler.schedule_one(qpi)
         await scheduler.drain()
-        attempts.append(uid)
-        if uid not in client.bound:
+        attempts.setdefault(uid, len(attempts) + 1)
+        record = recorder.records.get(uid)
+        if uid in client.bound:
+            pass
+        elif record is not None and record.nominated_node and uid not in nominated:
+            nominated[uid] = record.nominated_node
+            await _evictions_done(frameworks)
+            queue.activate([qpi.pod])
+        else:
             queue.delete(qpi.pod)  # one attempt: no retry on later events
-            if uid not in recorder.records:
+            if record is None:
                 skipped[uid] = outcome.message
         if progress is not None:
             progress(len(attempts), to_attempt, time.perf_counter() - start)
 
     by_uid = {p.metadata.uid: p for p in pending}
     results: list[PodResult] = []
-    for n, uid in enumerate(attempts, 1):
+    for uid, n in attempts.items():
         pod = by_uid[uid]
         record = recorder.records.get(uid)
         if record is None:
@@ -356,6 +405,8 @@ async def simulate(
                 feasible_nodes=ev.feasible,
                 scored=ev.scored,
                 nodes=ev.nodes,
+                nominated_node=nominated.get(uid),
+                victims=recorder.victims.get(uid, []),
             )
         )
     attempted = set(attempts)

@@ -55,12 +55,15 @@ def merge_patch(target: dict[str, Any], patch: Mapping[str, Any]) -> None:
 
 
 def feed(snapshot: Snapshot, objects: ClusterObjects) -> None:
-    """Put the storage objects of the input into the snapshot's store."""
+    """Put the storage objects and PodDisruptionBudgets of the input into the snapshot's store
+    (DefaultPreemption reads the budgets there, with their ``status`` as given: a live
+    cluster's disruption controller computed it; a budget without one allows no disruption)."""
     for kind in (
         objects.storage_classes,
         objects.csi_nodes,
         objects.persistent_volumes,
         objects.persistent_volume_claims,
+        objects.pod_disruption_budgets,
     ):
         for obj in kind.values():
             snapshot.objects.set(obj)

@@ -87,8 +87,11 @@ def test_json_document_shape() -> None:
             "feasibleNodes",
             "scored",
             "nodes",
+            "nominatedNode",
+            "victims",
         ]
         assert p["nodes"] == {}  # only with explain
+        assert (p["nominatedNode"], p["victims"]) == (None, [])
     assert pods["web"]["node"] == "big"
     assert pods["web"]["feasibleNodes"] == ["big", "small"]
     assert pods["web"]["scored"] is True

@@ -385,3 +385,60 @@ def test_the_scheduling_and_binding_cycles_run_as_in_kubesched_run() -> None:
 def test_scheduled_message_is_the_event_note(detail: str) -> None:
     result = _run(_inputs(_node("a"), _pod("p")), detail=detail)
     assert result.pods[0].message == "Successfully assigned default/p to a"
+
+
+_HIGH = """
+kind: PriorityClass
+apiVersion: scheduling.k8s.io/v1
+metadata: {name: high}
+value: 1000
+---
+kind: PriorityClass
+apiVersion: scheduling.k8s.io/v1
+metadata: {name: high-never}
+value: 1000
+preemptionPolicy: Never
+"""
+
+
+def _pdb(app: str) -> str:
+    return textwrap.dedent(f"""
+        kind: PodDisruptionBudget
+        apiVersion: policy/v1
+        metadata: {{name: guard-{app}}}
+        spec: {{selector: {{matchLabels: {{app: {app}}}}}, maxUnavailable: 0}}
+        status: {{disruptionsAllowed: 0}}
+        """)
+
+
+def _preemption_inputs(guarded: str, priority_class: str = "high") -> Inputs:
+    running = [
+        _pod("a", cpu="3", spec="nodeName: n1\n").replace(
+            "{name: a}", "{name: a, labels: {app: a}}"
+        ),
+        _pod("b", cpu="3", spec="nodeName: n2\n").replace(
+            "{name: b}", "{name: b, labels: {app: b}}"
+        ),
+    ]
+    preemptor = _pod("hi", cpu="2", spec=f"priorityClassName: {priority_class}\n")
+    return _inputs(_HIGH, _node("n1"), _node("n2"), *running, _pdb(guarded), preemptor)
+
+
+@pytest.mark.parametrize(("guarded", "victim", "node"), [("a", "b", "n2"), ("b", "a", "n1")])
+def test_preemption_evicts_the_victims_and_retries_the_preemptor(
+    guarded: str, victim: str, node: str
+) -> None:
+    # Both nodes need one victim of the same priority: the PodDisruptionBudget on the other
+    # node's pod decides (pickOneNodeForPreemption: fewest PDB violations first).
+    for seed in range(4):
+        result = _run(_preemption_inputs(guarded), seed=seed)
+        (hi,) = result.pods
+        assert (hi.node, hi.reason, hi.nominated_node) == (node, "Scheduled", node)
+        assert hi.victims == [f"default/{victim}"]
+
+
+def test_preemption_policy_never_leaves_the_victims_alone() -> None:
+    result = _run(_preemption_inputs("a", priority_class="high-never"))
+    (hi,) = result.pods
+    assert (hi.node, hi.nominated_node, hi.victims) == (None, None, [])
+    assert hi.message.startswith("0/2 nodes are available: 2 Insufficient cpu.")
