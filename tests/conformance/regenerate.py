@@ -4,9 +4,12 @@
 For every scenario under ``scenarios/`` (or those named on the command line) this script, on a
 local control plane (``kubesched cluster``, started if needed, left running with ``--keep``):
 
-1. deletes whatever a previous scenario left (pods, nodes, the PriorityClasses it created);
-2. creates the scenario's Namespaces and PriorityClasses, its Nodes (status written through the
-   status subresource), then its pods that have ``spec.nodeName`` (already running);
+1. deletes whatever a previous scenario left (pods, nodes, the PriorityClasses it created,
+   storage objects and PodDisruptionBudgets);
+2. creates the scenario's Namespaces (with their labels) and PriorityClasses, its storage objects
+   (StorageClasses, CSINodes, PersistentVolumes, PersistentVolumeClaims) and
+   PodDisruptionBudgets, its Nodes (status written through the status subresource, as for PVs,
+   PVCs and PDBs), then its pods that have ``spec.nodeName`` (already running);
 3. starts the built kube-scheduler with the scenario's ``config.yaml`` (or ``default-config.yaml``),
    leader election off and every profile renamed ``conformance-<schedulerName>`` (the pods follow),
    so that no other scheduler can take the pods;
@@ -16,6 +19,14 @@ local control plane (``kubesched cluster``, started if needed, left running with
    ``mode: batch``: creates every pending pod before starting kube-scheduler, so that its queue
    orders them (PrioritySort), and waits for all of them;
 5. writes ``expected.yaml``: per pod, the node, or the reason and message, as first observed.
+
+No controller-manager runs, so this script does the two things of its controllers that
+kube-scheduler waits for: it completes the binding of a PV that kube-scheduler's VolumeBinding
+pre-bound to a claim (as the PV controller would), and it finishes the graceful deletion of
+preemption victims (as the kubelet would). A pod that kube-scheduler nominates to a node
+(preemption) is followed until it is bound; its entry then has the node it ended on, plus
+``nominatedNodeName``, the message of the attempt that preempted, and ``victims`` (the scenario's
+pods deleted meanwhile).
 
 Run from the repository root:  python tests/conformance/regenerate.py [SCENARIO ...]
 """
@@ -47,6 +58,16 @@ PREFIX = "conformance-"
 LABEL = "kubesched.io/conformance"
 POLL = 0.05
 DECIDE_TIMEOUT = 30.0
+ANN_BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
+ANN_BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
+#: Kinds created before the nodes, in this order: (kind, collection path, namespaced, status).
+OBJECT_KINDS: tuple[tuple[str, str, bool, bool], ...] = (
+    ("StorageClass", "/apis/storage.k8s.io/v1/storageclasses", False, False),
+    ("CSINode", "/apis/storage.k8s.io/v1/csinodes", False, False),
+    ("PersistentVolume", "/api/v1/persistentvolumes", False, True),
+    ("PersistentVolumeClaim", "/api/v1/namespaces/{ns}/persistentvolumeclaims", True, True),
+    ("PodDisruptionBudget", "/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets", True, True),
+)
 #: How long a pod for a scheduler no profile has must stay untouched to count as not handled.
 NOT_HANDLED_WAIT = 3.0
 
@@ -99,10 +120,20 @@ def key(pod: dict[str, Any]) -> str:
 
 
 def clean(api: Api) -> None:
-    """Remove every pod, node and conformance PriorityClass; wait until they are gone."""
+    """Remove every pod, node, storage object, PDB and conformance PriorityClass; wait until
+    they are gone."""
     namespaces = [n["metadata"]["name"] for n in api.request("GET", "/api/v1/namespaces")["items"]]
     for ns in namespaces:
         api.request("DELETE", f"/api/v1/namespaces/{ns}/pods", params={"gracePeriodSeconds": "0"})
+    for _, path, namespaced, _ in OBJECT_KINDS:
+        for ns in namespaces if namespaced else [""]:
+            collection = path.format(ns=ns)
+            # PV and PVC protection finalizers wait for a controller that does not run.
+            for item in api.request("GET", collection)["items"]:
+                if item["metadata"].get("finalizers"):
+                    item["metadata"]["finalizers"] = None
+                    api.request("PUT", f"{collection}/{item['metadata']['name']}", item)
+            api.request("DELETE", collection)
     api.request("DELETE", "/api/v1/nodes")
     api.request(
         "DELETE",
@@ -116,7 +147,13 @@ def clean(api: Api) -> None:
         classes = api.request(
             "GET", "/apis/scheduling.k8s.io/v1/priorityclasses", params={"labelSelector": LABEL}
         )["items"]
-        if not pods and not nodes and not classes:
+        leftovers = [
+            item
+            for _, path, namespaced, _ in OBJECT_KINDS
+            for ns in (namespaces if namespaced else [""])
+            for item in api.request("GET", path.format(ns=ns))["items"]
+        ]
+        if not pods and not nodes and not classes and not leftovers:
             return
         time.sleep(0.2)
     raise RuntimeError("the cluster did not empty within 30s")
@@ -143,6 +180,65 @@ def create_node(api: Api, doc: dict[str, Any]) -> None:
         api.request("PUT", f"/api/v1/nodes/{doc['metadata']['name']}/status", created)
 
 
+def create_object(api: Api, doc: dict[str, Any], path: str, status: bool) -> None:
+    """Create ``doc`` at ``path``; its status, if any, through the status subresource."""
+    created = api.request("POST", path, doc)
+    if status and doc.get("status"):
+        created["status"] = {**(created.get("status") or {}), **doc["status"]}
+        api.request("PUT", f"{path}/{doc['metadata']['name']}/status", created)
+
+
+def ensure_namespace(api: Api, name: str, labels: dict[str, str]) -> None:
+    """Create the namespace, or set its labels if it is left from another scenario."""
+    found = api.request("GET", f"/api/v1/namespaces/{name}", ok=(200, 404))
+    if found.get("kind") != "Namespace":
+        api.request("POST", "/api/v1/namespaces", {"metadata": {"name": name, "labels": labels}})
+        return
+    found["metadata"]["labels"] = {"kubernetes.io/metadata.name": name, **labels}
+    api.request("PUT", f"/api/v1/namespaces/{name}", found)
+
+
+def complete_pv_bindings(api: Api) -> None:
+    """The PV controller's part of a binding: for every PV that kube-scheduler pre-bound to a
+    claim (``spec.claimRef``), point the claim at it, mark both Bound and the claim
+    bind-completed, which is what VolumeBinding's PreBind waits for."""
+    for pv in api.request("GET", "/api/v1/persistentvolumes")["items"]:
+        ref = pv["spec"].get("claimRef")
+        if not ref or (pv.get("status") or {}).get("phase") == "Bound":
+            continue
+        path = f"/api/v1/namespaces/{ref['namespace']}/persistentvolumeclaims/{ref['name']}"
+        pvc = api.request("GET", path, ok=(200, 404))
+        if pvc.get("kind") != "PersistentVolumeClaim":
+            continue
+        annotations = pvc["metadata"].setdefault("annotations", {})
+        annotations[ANN_BIND_COMPLETED] = "yes"
+        annotations[ANN_BOUND_BY_CONTROLLER] = "yes"
+        pvc["spec"]["volumeName"] = pv["metadata"]["name"]
+        pvc = api.request("PUT", path, pvc)
+        pvc["status"] = {
+            "phase": "Bound",
+            "accessModes": pvc["spec"].get("accessModes", []),
+            "capacity": pv["spec"].get("capacity", {}),
+        }
+        api.request("PUT", f"{path}/status", pvc)
+        pv["status"] = {"phase": "Bound"}
+        api.request("PUT", f"/api/v1/persistentvolumes/{pv['metadata']['name']}/status", pv)
+
+
+def finish_deletions(api: Api, namespaces: list[str]) -> None:
+    """The kubelet's part of a graceful deletion (there is none): remove pods marked deleted."""
+    for ns in namespaces:
+        for pod in api.request("GET", f"/api/v1/namespaces/{ns}/pods")["items"]:
+            if pod["metadata"].get("deletionTimestamp"):
+                name = pod["metadata"]["name"]
+                api.request(
+                    "DELETE",
+                    f"/api/v1/namespaces/{ns}/pods/{name}",
+                    params={"gracePeriodSeconds": "0"},
+                    ok=(200, 404),
+                )
+
+
 def create_pod(api: Api, doc: dict[str, Any], renamed: dict[str, str]) -> None:
     pod = copy.deepcopy(doc)
     ns = pod["metadata"].setdefault("namespace", "default")
@@ -163,31 +259,63 @@ def outcome(pod: dict[str, Any], handled: bool, age: float) -> dict[str, Any] | 
             reason = c.get("reason", "")
             if reason == "SchedulingGated":
                 return {"node": None, "reason": reason}
-            return {"node": None, "reason": reason, "message": c.get("message", "")}
+            result = {"node": None, "reason": reason, "message": c.get("message", "")}
+            nominated = (pod.get("status") or {}).get("nominatedNodeName")
+            if nominated:
+                result["nominatedNodeName"] = nominated
+            return result
     if not handled and age >= NOT_HANDLED_WAIT:
         return {"node": None, "reason": "NotHandled"}
     return None
 
 
 def wait_for(
-    api: Api, pods: list[dict[str, Any]], handled: dict[str, bool]
+    api: Api,
+    pods: list[dict[str, Any]],
+    handled: dict[str, bool],
+    scenario_pods: set[str],
+    namespaces: list[str],
 ) -> dict[str, dict[str, Any]]:
-    """Poll until every pod is decided; the first outcome seen for each."""
+    """Poll until every pod is decided; the first outcome seen for each, except that a pod
+    nominated by preemption is followed until it is bound (see the module doc)."""
     found: dict[str, dict[str, Any]] = {}
+    preempting: dict[str, dict[str, Any]] = {}
     start = time.monotonic()
-    namespaces = sorted({p["metadata"].get("namespace") or "default" for p in pods})
     wanted = {key(p) for p in pods}
+    present: set[str] | None = None  # the scenario's pods that exist when the wait starts
     while len(found) < len(wanted):
         if time.monotonic() - start > DECIDE_TIMEOUT:
             missing = sorted(wanted - set(found))
             raise RuntimeError(f"undecided after {DECIDE_TIMEOUT}s: {missing}")
-        for ns in namespaces:
-            for live in api.request("GET", f"/api/v1/namespaces/{ns}/pods")["items"]:
-                k = key(live)
-                if k in wanted and k not in found:
-                    o = outcome(live, handled[k], time.monotonic() - start)
-                    if o is not None:
-                        found[k] = o
+        complete_pv_bindings(api)
+        finish_deletions(api, namespaces)
+        live_pods = {
+            key(live): live
+            for ns in namespaces
+            for live in api.request("GET", f"/api/v1/namespaces/{ns}/pods")["items"]
+        }
+        if present is None:
+            present = set(live_pods) & scenario_pods
+        gone = present - set(live_pods)
+        for k, live in live_pods.items():
+            if k not in wanted or k in found:
+                continue
+            o = outcome(live, handled[k], time.monotonic() - start)
+            if o is None:
+                continue
+            first = preempting.get(k)
+            if first is None and "nominatedNodeName" in o:
+                preempting[k] = first = o
+            if first is None:
+                found[k] = o
+            elif o["node"] is not None:
+                victims = sorted(gone)
+                found[k] = {
+                    "node": o["node"],
+                    "nominatedNodeName": first["nominatedNodeName"],
+                    "message": first["message"],
+                    "victims": victims,
+                }
         time.sleep(POLL)
     return found
 
@@ -201,10 +329,23 @@ def run_scenario(api: Api, directory: Path, scheduler_version: str) -> None:
     config_file = directory / ".kube-scheduler-config.yaml"
     config_file.write_text(yaml.safe_dump(real_config, sort_keys=False))
     pods = [d for d in docs if d.get("kind") == "Pod"]
-    namespaces = {p["metadata"].get("namespace") or "default" for p in pods}
-    existing = {n["metadata"]["name"] for n in api.request("GET", "/api/v1/namespaces")["items"]}
-    for ns in sorted(namespaces - existing):
-        api.request("POST", "/api/v1/namespaces", {"metadata": {"name": ns}})
+    labelled = {
+        d["metadata"]["name"]: d["metadata"].get("labels") or {}
+        for d in docs
+        if d.get("kind") == "Namespace"
+    }
+    namespaces = sorted(
+        {p["metadata"].get("namespace") or "default" for p in pods}
+        | {d["metadata"].get("namespace") or "default" for d in docs if d["kind"] != "Namespace"}
+        | set(labelled)
+    )
+    for ns in namespaces:
+        ensure_namespace(api, ns, labelled.get(ns, {}))
+    for kind, path, namespaced, status in OBJECT_KINDS:
+        for doc in docs:
+            if doc.get("kind") == kind:
+                ns = doc["metadata"].setdefault("namespace", "default") if namespaced else ""
+                create_object(api, doc, path.format(ns=ns), status)
     for doc in docs:
         if doc.get("kind") == "PriorityClass":
             pc = copy.deepcopy(doc)
@@ -221,17 +362,18 @@ def run_scenario(api: Api, directory: Path, scheduler_version: str) -> None:
         key(p): (p["spec"].get("schedulerName") or "default-scheduler") in renamed for p in pending
     }
     results: dict[str, dict[str, Any]] = {}
+    every = {key(p) for p in pods}
     try:
         if mode == "batch":
             for pod in pending:
                 create_pod(api, pod, renamed)
             cluster.start_kube_scheduler(config_file, cluster=CLUSTER, name=COMPONENT)
-            results = wait_for(api, pending, handled)
+            results = wait_for(api, pending, handled, every, namespaces)
         else:
             cluster.start_kube_scheduler(config_file, cluster=CLUSTER, name=COMPONENT)
             for pod in pending:
                 create_pod(api, pod, renamed)
-                results.update(wait_for(api, [pod], handled))
+                results.update(wait_for(api, [pod], handled, every, namespaces))
     finally:
         cluster.stop_component(COMPONENT, cluster=CLUSTER)
         config_file.unlink(missing_ok=True)

@@ -17,9 +17,11 @@ naming a PriorityClass that does not exist) is skipped with an error naming the 
 document; loading goes on, and the caller decides what the errors mean for the exit code.
 
 What the API server and its admission plugins would add to a pending pod is added here too: the
-``default`` namespace, a UID, a name from ``generateName``, requests defaulted from limits, and
-``spec.priority`` from the pod's PriorityClass (or the ``globalDefault`` one), refusing as the
-Priority admission plugin does a pod whose own ``spec.priority`` disagrees with its class.
+``default`` namespace, a UID, a name from ``generateName``, requests defaulted from limits, the
+``matchLabelKeys`` and ``mismatchLabelKeys`` of pod (anti-)affinity terms merged into their
+labelSelector, and ``spec.priority`` from the pod's PriorityClass (or the ``globalDefault`` one),
+refusing as the Priority admission plugin does a pod whose own ``spec.priority`` disagrees with
+its class.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ except ImportError:  # PyYAML built without libyaml: the same, slower
     from yaml import SafeLoader as _BaseLoader  # type: ignore[assignment]
 
 from kubesched.api import Node, Pod, QuantityError, node_allocatable, parse_quantity, pod_requests
+from kubesched.plugins.inter_pod_affinity import apply_match_label_keys
 from kubesched.simulate._objects import KINDS, ClusterObjects
 
 #: Directory entries read by ``-f DIR``.
@@ -336,7 +339,7 @@ class InputBuilder:
             meta.uid = str(uuid.uuid5(_UID_NAMESPACE, pod.key))
         self._pods[pod.key] = where.location
         self._pod_where[meta.uid] = where
-        self.inputs.pods.append(pod)
+        self.inputs.pods.append(apply_match_label_keys(pod))
 
     def _with_priority(self, pod: Pod) -> Pod | None:
         """``spec.priority`` and ``preemptionPolicy`` as the Priority admission plugin sets them
