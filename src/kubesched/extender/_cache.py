@@ -9,7 +9,8 @@ Two snapshots, each with its own frameworks:
 
 Both also get the labels of Namespaces and the pod selectors of Services, ReplicationControllers,
 ReplicaSets and StatefulSets when a profile has a plugin that reads them (InterPodAffinity,
-PodTopologySpread). A node is decoded again
+PodTopologySpread), and the objects of the kinds plugins declare
+(:attr:`~kubesched.framework.Plugin.watched_kinds`) in their object stores. A node is decoded again
   only when its ``uid`` or ``resourceVersion`` changes, so a steady cluster costs one cheap peek
   per node per request. Nodes that stop appearing in bodies are forgotten after a while.
 
@@ -34,7 +35,7 @@ import numpy as np
 
 from kubesched.api import LabelSelector, Node, ObjectMeta, Pod
 from kubesched.extender._protocol import peek_decoder
-from kubesched.framework import IntArray, PodInfo, Snapshot
+from kubesched.framework import IntArray, PodInfo, Snapshot, StoredObject
 from kubesched.kube import ResourceEventHandler
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "Namespace",
     "NamespaceHandler",
     "NodeHandler",
+    "ObjectHandler",
     "PodHandler",
     "SelectorWorkload",
     "Workload",
@@ -185,6 +187,12 @@ class ClusterCache:
         meta = workload.metadata
         self._queue(partial(self._set_workload, kind, meta.namespace, meta.name, None))
 
+    def set_object(self, obj: StoredObject) -> None:
+        self._queue(partial(self._set_object, obj))
+
+    def remove_object(self, obj: StoredObject) -> None:
+        self._queue(partial(self._remove_object, obj))
+
     # -- worker side -------------------------------------------------------------------------
 
     def flush(self) -> int:
@@ -243,6 +251,15 @@ class ClusterCache:
                 snapshot.remove_workload_selector(kind, namespace, name)
             else:
                 snapshot.set_workload_selector(kind, namespace, name, selector)
+
+    def _set_object(self, obj: StoredObject) -> None:
+        self.cluster.objects.set(obj)
+        self.body.objects.set(obj)
+
+    def _remove_object(self, obj: StoredObject) -> None:
+        meta = obj.metadata
+        self.cluster.objects.delete(type(obj), meta.name, meta.namespace)
+        self.body.objects.delete(type(obj), meta.name, meta.namespace)
 
 
 class NodeHandler(ResourceEventHandler[Node]):
@@ -308,6 +325,22 @@ class WorkloadHandler(ResourceEventHandler[Any]):
 
     def on_delete(self, obj: Workload) -> None:
         self._cache.remove_workload(self._kind, obj)
+
+
+class ObjectHandler(ResourceEventHandler[Any]):
+    """The handler of the informer of a kind plugins watch: into both object stores."""
+
+    def __init__(self, cache: ClusterCache) -> None:
+        self._cache = cache
+
+    def on_add(self, obj: StoredObject) -> None:
+        self._cache.set_object(obj)
+
+    def on_update(self, old: StoredObject, new: StoredObject) -> None:
+        self._cache.set_object(new)
+
+    def on_delete(self, obj: StoredObject) -> None:
+        self._cache.remove_object(obj)
 
 
 class BadNodeError(ValueError):

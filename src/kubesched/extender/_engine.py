@@ -72,7 +72,9 @@ from kubesched.framework import (
     ScoreError,
     Snapshot,
     Status,
+    WatchedKind,
     build_frameworks,
+    watched_kinds,
 )
 
 __all__ = [
@@ -204,6 +206,10 @@ class Extender:
     @property
     def default_profile(self) -> str:
         return self.profiles[0]
+
+    def watched_kinds(self) -> list[WatchedKind]:
+        """The API kinds the profiles' plugins read from the object store."""
+        return watched_kinds(p for f in self.cluster_profiles.values() for p in f.plugins())
 
     def uses(self, plugin: str) -> bool:
         """Whether any profile runs ``plugin``."""

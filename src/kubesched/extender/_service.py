@@ -7,6 +7,7 @@ import contextlib
 import gc
 import logging
 import signal
+from collections.abc import Mapping
 from typing import Any
 
 from kubesched.api import Node, Pod
@@ -16,6 +17,7 @@ from kubesched.extender._cache import (
     Namespace,
     NamespaceHandler,
     NodeHandler,
+    ObjectHandler,
     PodHandler,
     WorkloadHandler,
 )
@@ -23,7 +25,7 @@ from kubesched.extender._engine import Extender
 from kubesched.extender._metrics import ExtenderMetrics
 from kubesched.extender._server import ExtenderServer, ServerOptions
 from kubesched.framework import Registry
-from kubesched.kube import APIClient, Reflector, bind
+from kubesched.kube import APIClient, Reflector, bind, get_secret
 
 __all__ = ["POD_FIELD_SELECTOR", "ExtenderService", "serve"]
 
@@ -42,6 +44,10 @@ class _Binder:
     async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
         await bind(self._client, namespace, name, uid, node)
 
+    async def get_secret(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        """SecretsAPIClient: a pod's imagePullSecret, for plugins that read registries."""
+        return await get_secret(self._client, namespace, name)
+
 
 class ExtenderService:
     """The extender, its informers (with a ``client``) and its listener.
@@ -50,7 +56,9 @@ class ExtenderService:
     runs InterPodAffinity (``namespaceSelector``); Services, ReplicationControllers, ReplicaSets
     and StatefulSets when one runs PodTopologySpread (default constraints), as kube-scheduler
     watches them. Without a client the extender serves ``Nodes`` bodies only: it knows no node
-    by name, no pod, and cannot bind.
+    by name, no pod, and cannot bind. The kinds the plugins declare
+    (:attr:`~kubesched.framework.Plugin.watched_kinds`) get an informer each; one the server
+    does not serve or will not list is empty and synced, and listed again every 30 s at most.
     """
 
     def __init__(
@@ -94,6 +102,11 @@ class ExtenderService:
                         client, path, decoded, WorkloadHandler(cache, kind)
                     )
                     self.reflectors.append(workloads)
+            # Kinds plugins read (NodeFeatures ...); one the server does not serve is empty.
+            self.reflectors.extend(
+                Reflector(client, k.path, k.type, ObjectHandler(cache), tolerate_missing=True)
+                for k in self.extender.watched_kinds()
+            )
         self.extender.synced = self._synced
         self.server = ExtenderServer(self.extender, options, ready=self._ready)
         self._stop = asyncio.Event()

@@ -61,6 +61,28 @@ class StorageAPIClient(APIClient, Protocol):
     ) -> PersistentVolumeClaim: ...
 
 
+@runtime_checkable
+class SecretsAPIClient(APIClient, Protocol):
+    """An :class:`APIClient` that also reads Secrets, as a plugin that pulls from registries
+    with a pod's ``imagePullSecrets`` needs. Call it outside the scheduling cycle (a background
+    task): it goes to the API server."""
+
+    async def get_secret(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        """The Secret as the API server returns it (``data`` base64-encoded), or ``None`` if
+        there is no such Secret."""
+        ...
+
+
+class EventRecorder(Protocol):
+    """Writes ``events.k8s.io/v1`` events about a pod (``framework.Handle.EventRecorder``).
+    Recording never blocks: the front end queues and sends events in the background."""
+
+    def event(self, regarding: Pod, *, type: str, reason: str, action: str, note: str) -> None:
+        """``type`` is ``Normal`` or ``Warning``; ``reason`` a CamelCase word; ``note`` the
+        message a user reads."""
+        ...
+
+
 class PodNominator(Protocol):
     """Pods nominated to nodes by preemption (the scheduling queue keeps them)."""
 
@@ -107,6 +129,11 @@ class Handle(Protocol):
 
     @property
     def profile_name(self) -> str: ...
+
+    @property
+    def event_recorder(self) -> EventRecorder | None:
+        """Where plugins record events about pods; ``None`` when the front end keeps none."""
+        ...
 
     def waiting_pods(self) -> Iterable[WaitingPod]:
         """Pods held at Permit, for plugins that release groups of pods (gangs)."""
@@ -312,12 +339,39 @@ class QueuedPodInfo:
 # --- the plugin base classes --------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class WatchedKind:
+    """An API kind a plugin reads from the snapshot's object store (:attr:`Snapshot.objects`).
+
+    kube-scheduler plugins start informers for what they read; here a plugin declares the kinds
+    in :attr:`Plugin.watched_kinds` and every front end feeds them: ``run`` and ``extender`` run
+    one informer per distinct kind (list ``path``, then watch), ``simulate`` reads manifests of
+    ``api_version``/``kind``. A change is the cluster event ``resource`` (EnqueueExtensions).
+    A kind the API server does not serve (a CRD not installed) or the scheduler may not list
+    is empty, and looked for again in the background.
+    """
+
+    #: The ``msgspec.Struct`` objects decode into; it has an ``ObjectMeta`` ``metadata``.
+    type: type[Any]
+    #: ``group/version`` (``nfd.k8s-sigs.io/v1alpha1``), as manifests spell it.
+    api_version: str
+    kind: str
+    #: The list path, all namespaces (``/apis/nfd.k8s-sigs.io/v1alpha1/nodefeatures``).
+    path: str
+    #: The resource in cluster events, as kube-scheduler names custom resources
+    #: (``nodefeatures.v1alpha1.nfd.k8s-sigs.io``).
+    resource: str
+    namespaced: bool = True
+
+
 class Plugin:
     """Base of every plugin. ``name`` is what configurations refer to."""
 
     name: ClassVar[str]
     #: The ``msgspec.Struct`` its pluginConfig args decode into, or ``None`` if it takes none.
     args_type: ClassVar[type[msgspec.Struct] | None] = None
+    #: API kinds beyond Nodes and Pods the plugin reads from the snapshot's object store.
+    watched_kinds: ClassVar[tuple[WatchedKind, ...]] = ()
 
     def __init__(self, handle: Handle, args: Any = None) -> None:
         self.handle = handle
@@ -475,6 +529,15 @@ EXTENSION_POINTS: dict[str, type[Plugin]] = {
 def extension_points_of(cls: type[Plugin]) -> list[str]:
     """The extension points a plugin class implements, in pipeline order."""
     return [point for point, base in EXTENSION_POINTS.items() if issubclass(cls, base)]
+
+
+def watched_kinds(plugins: Iterable[Plugin | type[Plugin]]) -> list[WatchedKind]:
+    """The distinct kinds ``plugins`` declare (by Python type), in first-seen order."""
+    out: dict[type[Any], WatchedKind] = {}
+    for p in plugins:
+        for k in p.watched_kinds:
+            out.setdefault(k.type, k)
+    return list(out.values())
 
 
 def has_normalize_score(plugin: ScorePlugin) -> bool:

@@ -26,6 +26,7 @@ from kubesched.framework._interface import (
     BindPlugin,
     ClusterEventWithHint,
     EnqueueExtensions,
+    EventRecorder,
     FilterPlugin,
     Nodes,
     PermitPlugin,
@@ -44,8 +45,10 @@ from kubesched.framework._interface import (
     QueueSortPlugin,
     ReservePlugin,
     ScorePlugin,
+    WatchedKind,
     extension_points_of,
     has_normalize_score,
+    watched_kinds,
 )
 from kubesched.framework._node_info import NodeInfo, PodInfo
 from kubesched.framework._registry import Registry
@@ -232,6 +235,7 @@ class Framework:
         self._nominator: PodNominator | None = None
         self._activator: PodActivator | None = None
         self._evictor: PodEvictor | None = None
+        self._recorder: EventRecorder | None = None
         self._listers: dict[type[Any], Callable[[], Iterable[Any]]] = {}
         self._instances: dict[str, Plugin] = {}
         args = plugin_args or {}
@@ -285,6 +289,10 @@ class Framework:
     @property
     def client(self) -> APIClient | None:
         return self._client
+
+    @property
+    def event_recorder(self) -> EventRecorder | None:
+        return self._recorder
 
     def waiting_pods(self) -> Iterable[_WaitingPod]:
         return list(self._waiting.values())
@@ -342,6 +350,19 @@ class Framework:
     def set_evictor(self, evictor: PodEvictor | None) -> None:
         """How preemption victims are evicted and nominations cleared on the cluster."""
         self._evictor = evictor
+
+    def set_event_recorder(self, recorder: EventRecorder | None) -> None:
+        """Where plugins' events about pods go (:attr:`event_recorder`)."""
+        self._recorder = recorder
+
+    def watched_kinds(self) -> list[WatchedKind]:
+        """The API kinds this profile's plugins read from the object store; the front end
+        feeds them."""
+        return watched_kinds(self._instances.values())
+
+    def plugins(self) -> list[Plugin]:
+        """Every plugin of the profile, once each."""
+        return list(self._instances.values())
 
     def register_lister(self, kind: type[T], lister: Callable[[], Iterable[T]]) -> None:
         """Serve :meth:`list_objects` for ``kind`` (an informer's store, a list in memory)."""

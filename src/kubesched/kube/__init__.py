@@ -6,7 +6,8 @@
   account by :meth:`APIClient.from_kubeconfig`.
 * :class:`Reflector`: list then watch one resource type into a :class:`Store`, calling an
   :class:`EventHandler`; re-lists and reconciles after 410 Gone.
-* :func:`bind`: the DefaultBinder's ``pods/binding`` POST with a UID precondition.
+* :func:`bind`: the DefaultBinder's ``pods/binding`` POST with a UID precondition;
+  :func:`get_secret`: one Secret (a pod's imagePullSecret), ``None`` if absent.
 * :class:`EventRecorder`: ``events.k8s.io/v1`` events, queued and aggregated into series;
   :func:`update_pod_condition`: the ``PodScheduled`` condition and nominated node.
 * :class:`LeaderElector`: leader election on a Lease with client-go's semantics.
@@ -69,6 +70,7 @@ from kubesched.kube._reflector import (
     object_key,
     reconcile,
 )
+from kubesched.kube._secrets import get_secret
 
 __all__ = [
     "ACTION_BINDING",
@@ -116,6 +118,7 @@ __all__ = [
     "default_identity",
     "error_from_response",
     "error_from_status",
+    "get_secret",
     "load_kubeconfig",
     "object_key",
     "object_reference",

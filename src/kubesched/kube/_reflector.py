@@ -26,7 +26,15 @@ import msgspec
 
 from kubesched.api import ObjectList, WatchEvent
 from kubesched.kube._client import APIClient, decoder_for
-from kubesched.kube._errors import APIError, Backoff, Gone, Status, error_from_status
+from kubesched.kube._errors import (
+    APIError,
+    Backoff,
+    Forbidden,
+    Gone,
+    NotFound,
+    Status,
+    error_from_status,
+)
 
 __all__ = [
     "EventHandler",
@@ -246,6 +254,11 @@ class Reflector(Generic[T]):
     ``min_watch_timeout`` (seconds) sets each watch's ``timeoutSeconds`` to a random value
     between it and twice it. ``backoff`` paces reconnects (default 0.8 s doubling to 30 s,
     jittered by up to 100 %).
+
+    With ``tolerate_missing``, a path the server does not serve (404: a CRD not installed) or
+    will not list (403) counts as empty: the reflector reports synced with no objects (deleting
+    any it had) and lists again after each backoff until the server answers, so a consumer
+    waiting for sync is not held forever by an optional kind.
     """
 
     def __init__(
@@ -262,8 +275,12 @@ class Reflector(Generic[T]):
         name: str | None = None,
         backoff: Backoff | None = None,
         rng: random.Random | None = None,
+        tolerate_missing: bool = False,
     ) -> None:
         self._client = client
+        self.tolerate_missing = tolerate_missing
+        #: Whether the last list found the path not served (``tolerate_missing`` only).
+        self.missing = False
         self.path = path
         self.type = type
         self.handler = handler
@@ -355,7 +372,10 @@ class Reflector(Generic[T]):
                 await asyncio.sleep(backoff.next())
             except APIError as exc:
                 delay = backoff.next()
-                log.warning("%s: %s; retrying in %.1fs", self.name, exc, delay)
+                if self.tolerate_missing and isinstance(exc, NotFound | Forbidden):
+                    self._missing(exc, delay)
+                else:
+                    log.warning("%s: %s; retrying in %.1fs", self.name, exc, delay)
                 await asyncio.sleep(delay)
             except msgspec.DecodeError as exc:
                 delay = backoff.next()
@@ -387,6 +407,9 @@ class Reflector(Generic[T]):
             self._rv_unavailable = True
             items, list_rv = await self._list_pages("")
         first = not self.has_synced
+        if self.missing:
+            log.info("%s: served now; %d objects", self.name, len(items))
+            self.missing = False
         if not first:
             self.relists += 1
         self.lists += 1
@@ -395,6 +418,29 @@ class Reflector(Generic[T]):
         self._rv_unavailable = False
         self._need_list = False
         if first:
+            self._synced.set()
+            if self.handler is not None:
+                try:
+                    self.handler.on_synced()
+                except Exception:
+                    self.handler_errors += 1
+                    log.exception("%s: on_synced failed", self.name)
+
+    def _missing(self, exc: APIError, delay: float) -> None:
+        """The path is not served or not allowed: empty, synced, listed again later."""
+        if not self.missing:
+            log.warning(
+                "%s: %s; treated as empty, looking again every %.0fs at most",
+                self.name,
+                exc,
+                self._backoff.cap,
+            )
+        else:
+            log.debug("%s: still %s; again in %.1fs", self.name, exc, delay)
+        self.missing = True
+        self._need_list = True
+        self._replace([])
+        if not self.has_synced:
             self._synced.set()
             if self.handler is not None:
                 try:

@@ -2,7 +2,11 @@
 
 Informers (reflectors on nodes and pods) feed the cache and queue, and the storage objects the
 volume plugins read (PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes) feed the
-snapshot's object store and the queue; the loop schedules; the default binder, VolumeBinding's
+snapshot's object store and the queue, as do the kinds the enabled plugins declare
+(:attr:`~kubesched.framework.Plugin.watched_kinds`, NodeFeatures for ImageCompatibility). Such a
+kind that the API server does not serve (its CRD is not installed) or will not list counts as
+empty and synced, so it holds neither readiness nor scheduling; it is listed again every 30 s
+at most until it is served. The loop schedules; the default binder, VolumeBinding's
 PreBind and the event recorder write back; a Lease decides who schedules when several
 replicas run; ``/healthz``, ``/readyz`` and ``/metrics`` tell the outside how it goes.
 """
@@ -35,7 +39,9 @@ from kubesched.framework import (
     Registry,
     Snapshot,
     Status,
+    StoredObject,
     build_frameworks,
+    watched_kinds,
 )
 from kubesched.kube import (
     APIClient,
@@ -46,6 +52,7 @@ from kubesched.kube import (
     ResourceEventHandler,
     api_path,
     bind,
+    get_secret,
     update_pod_condition,
 )
 from kubesched.scheduler._cache import Cache
@@ -60,7 +67,7 @@ log = logging.getLogger(__name__)
 #: Pods that still need a node or hold resources on one (kube-scheduler's informer filter).
 POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 
-S = TypeVar("S", PersistentVolume, PersistentVolumeClaim, StorageClass, CSINode)
+S = TypeVar("S", bound=StoredObject)
 
 #: Storage kinds the volume plugins read: list path and kube-scheduler's event resource name.
 STORAGE_KINDS: tuple[tuple[type[Any], str, str], ...] = (
@@ -79,6 +86,10 @@ class _Binder:
 
     async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
         await bind(self._client, namespace, name, uid, node)
+
+    async def get_secret(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        """SecretsAPIClient: a pod's imagePullSecret, for plugins that read registries."""
+        return await get_secret(self._client, namespace, name)
 
     # StorageAPIClient: VolumeBinding's writes, as JSON merge patches.
 
@@ -217,7 +228,8 @@ class _PodHandler(ResourceEventHandler[Pod]):
 
 
 class _StorageHandler(ResourceEventHandler[S], Generic[S]):
-    """A storage kind into the snapshot's object store, and its events to the queue."""
+    """A storage kind, or a kind plugins watch, into the snapshot's object store, and its
+    events to the queue."""
 
     def __init__(self, snapshot: Snapshot, queue: SchedulingQueue, resource: str) -> None:
         self.snapshot = snapshot
@@ -295,8 +307,9 @@ class SchedulerService:
             PodDisruptionBudget,
             ResourceEventHandler(),
         )
-        for fwk in self.frameworks.values():
+        for name, fwk in self.frameworks.items():
             fwk.set_evictor(self.writer)
+            fwk.set_event_recorder(self.writer.recorders[name])
             fwk.register_lister(PodDisruptionBudget, self.pdbs.list)
         self.scheduler = Scheduler(
             profiles=self.frameworks,
@@ -320,6 +333,16 @@ class SchedulerService:
             _storage_reflector(client, kind, path, _StorageHandler(snapshot, self.queue, resource))
             for kind, path, resource in STORAGE_KINDS
         ]
+        self.storage.extend(
+            Reflector(
+                client,
+                k.path,
+                k.type,
+                _StorageHandler(snapshot, self.queue, k.resource),
+                tolerate_missing=True,
+            )
+            for k in watched_kinds(p for f in self.frameworks.values() for p in f.plugins())
+        )
         le = config.leader_election
         self.elector = (
             LeaderElector(
