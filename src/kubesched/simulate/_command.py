@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TextIO
 
 from kubesched.config import ConfigError, KubeSchedulerConfiguration
-from kubesched.framework import FrameworkError, Registry
+from kubesched.framework import FrameworkError, Registry, watched_kinds
 from kubesched.simulate._input import InputBuilder, InputError, Inputs
 from kubesched.simulate._output import render_json, render_table
 from kubesched.simulate._run import Detail, SimulationResult, simulate
@@ -67,10 +67,12 @@ def load(
     *,
     from_cluster: bool = False,
     kubeconfig: str | None = None,
+    registry: Registry | None = None,
 ) -> Inputs:
     """The inputs: ``files`` (the built-in example when empty and not ``from_cluster``), on
-    top of the live cluster's objects with ``from_cluster``."""
-    builder = InputBuilder()
+    top of the live cluster's objects with ``from_cluster``; objects of the kinds ``registry``'s
+    plugins read are kept too."""
+    builder = InputBuilder(watched_kinds(registry.values()) if registry is not None else ())
     if from_cluster:
         asyncio.run(_read_cluster(builder, kubeconfig, pending=not files))
     paths: Sequence[str | Path] = files if files or from_cluster else example_paths()
@@ -116,7 +118,7 @@ def run(
     t0 = time.perf_counter()
     if not files and not from_cluster:
         err.write("no -f given: simulating the built-in example (see docs/simulate.md)\n")
-    inputs = load(files, from_cluster=from_cluster, kubeconfig=kubeconfig)
+    inputs = load(files, from_cluster=from_cluster, kubeconfig=kubeconfig, registry=registry)
     for issue in inputs.issues:
         err.write(f"{issue}\n")
     if len(inputs.pods) + len(inputs.nodes) > 2000:

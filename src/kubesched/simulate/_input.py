@@ -11,10 +11,12 @@ Accepted input, in any mix:
 
 Nodes and Pods are simulated; Namespaces, PriorityClasses, PersistentVolumes,
 PersistentVolumeClaims, StorageClasses and PodDisruptionBudgets are kept in
-:class:`~kubesched.simulate.ClusterObjects`. Other kinds are skipped with a warning. An object
-that the API server would refuse (no name, a malformed quantity, a field of the wrong type, a pod
-naming a PriorityClass that does not exist) is skipped with an error naming the file and the
-document; loading goes on, and the caller decides what the errors mean for the exit code.
+:class:`~kubesched.simulate.ClusterObjects`, and so are the kinds the registered plugins read
+(:attr:`~kubesched.framework.Plugin.watched_kinds`: NodeFeatures, ``apiVersion:
+nfd.k8s-sigs.io/v1alpha1``, for ImageCompatibility). Other kinds are skipped with a warning.
+An object that the API server would refuse (no name, a malformed quantity, a field of the wrong
+type, a pod naming a PriorityClass that does not exist) is skipped with an error naming the file
+and the document; loading goes on, and the caller decides what the errors mean for the exit code.
 
 What the API server and its admission plugins would add to a pending pod is added here too: the
 ``default`` namespace, a UID, a name from ``generateName``, requests defaulted from limits, the
@@ -42,6 +44,7 @@ except ImportError:  # PyYAML built without libyaml: the same, slower
     from yaml import SafeLoader as _BaseLoader  # type: ignore[assignment]
 
 from kubesched.api import Node, Pod, QuantityError, node_allocatable, parse_quantity, pod_requests
+from kubesched.framework import WatchedKind
 from kubesched.plugins.inter_pod_affinity import apply_match_label_keys
 from kubesched.simulate._objects import KINDS, ClusterObjects
 
@@ -138,8 +141,10 @@ class _Where:
 class InputBuilder:
     """Collects objects from several sources into one :class:`Inputs`."""
 
-    def __init__(self) -> None:
+    def __init__(self, watched: Sequence[WatchedKind] = ()) -> None:
         self.inputs = Inputs()
+        #: The kinds plugins read, by ``(apiVersion, kind)``: kept besides :data:`KINDS`.
+        self.watched = {(k.api_version, k.kind): k for k in watched}
         self._pods: dict[str, str] = {}
         self._nodes: dict[str, str] = {}
         self._pod_where: dict[str, _Where] = {}
@@ -287,8 +292,24 @@ class InputBuilder:
             if namespaced and not other.metadata.namespace:
                 other.metadata.namespace = "default"
             self.inputs.objects.add(other)
+        elif (watched := self.watched.get((str(obj.get("apiVersion", "")), kind))) is not None:
+            self._add_watched(obj, watched, where)
         else:
             self._issue(where, "warning", f"kind {kind} is not simulated; skipped")
+
+    def _add_watched(self, obj: dict[str, Any], watched: WatchedKind, where: _Where) -> None:
+        """An object of a kind a plugin reads (a NodeFeature ...), into the object store."""
+        kind = watched.kind
+        converted = self._convert(obj, watched.type, where, kind)
+        if converted is None:
+            return
+        meta = converted.metadata
+        if not meta.name:
+            self._issue(where, "error", f"{kind}: metadata.name is required")
+            return
+        if watched.namespaced and not meta.namespace:
+            meta.namespace = "default"
+        self.inputs.objects.add_watched(kind, converted)
 
     def _convert(self, obj: dict[str, Any], cls: type[Any], where: _Where, kind: str) -> Any:
         try:

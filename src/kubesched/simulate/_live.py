@@ -65,3 +65,12 @@ async def read_cluster(client: APIClient, builder: InputBuilder, *, pending: boo
             continue
         for obj in objects:
             builder.inputs.objects.add(obj)
+    for watched in builder.watched.values():
+        try:
+            found = await list_all(client, watched.path, watched.type)
+        except (Forbidden, NotFound) as e:
+            message = f"cannot list {watched.kind} ({type(e).__name__}: {e}); left out"
+            builder.inputs.issues.append(Issue("warning", SOURCE, None, message))
+            continue
+        for obj in found:
+            builder.inputs.objects.add_watched(watched.kind, obj)

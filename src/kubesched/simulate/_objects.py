@@ -10,6 +10,7 @@ object is ignored on decode, as in :mod:`kubesched.api`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import msgspec
 
@@ -21,6 +22,7 @@ from kubesched.api import (
     PodDisruptionBudget,
     StorageClass,
 )
+from kubesched.framework import StoredObject
 
 
 class _Obj(msgspec.Struct, rename="camel", omit_defaults=True):
@@ -64,6 +66,13 @@ class ClusterObjects:
     storage_classes: dict[str, StorageClass] = field(default_factory=dict)
     csi_nodes: dict[str, CSINode] = field(default_factory=dict)
     pod_disruption_budgets: dict[str, PodDisruptionBudget] = field(default_factory=dict)
+    #: Objects of the kinds plugins read (``WatchedKind``), by ``kind/namespace/name``.
+    watched: dict[str, Any] = field(default_factory=dict)
+
+    def add_watched(self, kind: str, obj: StoredObject) -> None:
+        """Keep an object of a kind a plugin reads (a later one of the same name replaces)."""
+        meta = obj.metadata
+        self.watched[f"{kind}/{meta.namespace}/{meta.name}"] = obj
 
     def add(self, obj: ClusterObject) -> None:
         """Keep ``obj`` (a later object of the same kind and name replaces an earlier one)."""
@@ -107,7 +116,15 @@ class ClusterObjects:
             "StorageClass": len(self.storage_classes),
             "CSINode": len(self.csi_nodes),
             "PodDisruptionBudget": len(self.pod_disruption_budgets),
+            **self._watched_counts(),
         }
+
+    def _watched_counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for key in self.watched:
+            kind = key.partition("/")[0]
+            out[kind] = out.get(kind, 0) + 1
+        return out
 
 
 ClusterObject = (

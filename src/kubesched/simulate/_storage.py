@@ -67,6 +67,8 @@ def feed(snapshot: Snapshot, objects: ClusterObjects) -> None:
     ):
         for obj in kind.values():
             snapshot.objects.set(obj)
+    for obj in objects.watched.values():
+        snapshot.objects.set(obj)
 
 
 class MemoryStorage:
