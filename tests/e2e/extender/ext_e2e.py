@@ -3,9 +3,11 @@ kube-scheduler configured with extenders, and nodes and pods that only these tes
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -89,6 +91,26 @@ class Extender:
 
         wait_for(ready, within, f"the extender at {url}")
 
+    def call(self, verb: str, body: Any) -> Any:
+        """POST ``body`` (as JSON) to ``verb`` as kube-scheduler would; the decoded answer."""
+        request = urllib.request.Request(
+            f"{self.url}/{verb}",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=10) as r:
+            return json.loads(r.read())
+
+    def answers(self, verb: str) -> list[Any]:
+        """Every 200 answer to ``verb`` so far, decoded from the log (``LOG_LEVEL=TRACE`` logs
+        each answer's first 4 KiB as a bytes literal)."""
+        pattern = re.compile(rf"TRACE \S+: POST /{re.escape(verb)} -> 200 in \S+: (b'.*')$")
+        return [
+            json.loads(ast.literal_eval(m.group(1)))
+            for line in self.log.read_text(errors="replace").splitlines()
+            if (m := pattern.search(line))
+        ]
+
     def metric(self, name: str, **labels: str) -> float:
         """The value of one sample of ``/metrics`` (0 when absent)."""
         with urllib.request.urlopen(f"{self.url}/metrics", timeout=5) as r:
@@ -129,6 +151,11 @@ class KubeScheduler:
         cluster.stop_component(self.name, cluster=self.cluster)
 
 
+def scheduler_kubeconfig(control_plane: ClusterInfo) -> str:
+    """kube-scheduler's own identity: the extender needs no more rights than it."""
+    return str(control_plane.client_kubeconfig("system:kube-scheduler"))
+
+
 def scheduler_config(profile: str, extenders: list[dict[str, Any]]) -> dict[str, Any]:
     """kube-scheduler's default plugins under ``profile``, with ``extenders``; no leader
     election (every test runs a scheduler of its own)."""
@@ -152,14 +179,23 @@ class World:
         self.run = uuid.uuid4().hex[:8]
         self.nodes: list[str] = []
 
-    def node(self, name: str, *, labels: dict[str, str] | None = None, pods: str = "110") -> str:
+    def node(
+        self,
+        name: str,
+        *,
+        labels: dict[str, str] | None = None,
+        annotations: dict[str, str] | None = None,
+        pods: str = "110",
+        cpu: str = "4",
+    ) -> str:
         full = f"ext-{self.run}-{name}"
-        allocatable = {"cpu": "4", "memory": "8Gi", "pods": pods}
+        allocatable = {"cpu": cpu, "memory": "8Gi", "pods": pods}
         manifest = {
             "apiVersion": "v1",
             "kind": "Node",
             "metadata": {
                 "name": full,
+                "annotations": annotations or {},
                 "labels": {
                     "kubernetes.io/hostname": full,
                     OWNER_LABEL: OWNER,
@@ -187,6 +223,10 @@ class World:
         self.nodes.append(full)
         return full
 
+    def annotate_node(self, name: str, annotations: dict[str, str]) -> None:
+        body = {"metadata": {"annotations": annotations}}
+        self.client.patch(f"/api/v1/nodes/{name}", body).expect(200)
+
     def pod(
         self,
         name: str,
@@ -196,6 +236,22 @@ class World:
         cpu: str = "100m",
         **spec: Any,
     ) -> str:
+        manifest = self.pod_manifest(
+            name, annotations=annotations, priority_class=priority_class, cpu=cpu, **spec
+        )
+        self.client.post(f"/api/v1/namespaces/{self.namespace}/pods", manifest).expect(201)
+        return name
+
+    def pod_manifest(
+        self,
+        name: str,
+        *,
+        annotations: dict[str, str] | None = None,
+        priority_class: str | None = None,
+        cpu: str = "100m",
+        **spec: Any,
+    ) -> dict[str, Any]:
+        """The pod :meth:`pod` creates: selecting and tolerating this test's nodes only."""
         manifest: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "Pod",
@@ -228,8 +284,7 @@ class World:
         }
         if priority_class:
             manifest["spec"]["priorityClassName"] = priority_class
-        self.client.post(f"/api/v1/namespaces/{self.namespace}/pods", manifest).expect(201)
-        return name
+        return manifest
 
     def get_pod(self, name: str) -> dict[str, Any]:
         data: dict[str, Any] = (

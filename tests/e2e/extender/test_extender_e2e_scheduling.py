@@ -14,7 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ext_e2e import Extender, KubeScheduler, World, free_port, scheduler_config, wait_for
+from ext_e2e import (
+    Extender,
+    KubeScheduler,
+    World,
+    free_port,
+    scheduler_config,
+    scheduler_kubeconfig,
+    wait_for,
+)
 
 from kubesched.cluster import CertificateAuthority, ClusterInfo
 from kubesched.plugins.annotation_gate import ERR_REASON_ANNOTATED
@@ -49,11 +57,6 @@ def config_file(tmp_path: Path) -> str:
     path = tmp_path / "extender.yaml"
     path.write_text(EXTENDER_CONFIG)
     return str(path)
-
-
-def scheduler_kubeconfig(control_plane: ClusterInfo) -> str:
-    """kube-scheduler's own identity: the extender needs no more rights than it."""
-    return str(control_plane.client_kubeconfig("system:kube-scheduler"))
 
 
 def blue_and_green(world: World) -> tuple[str, str]:
