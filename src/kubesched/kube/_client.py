@@ -9,9 +9,12 @@ decoded once, straight into ``msgspec`` structs.
 from __future__ import annotations
 
 import asyncio
+import base64
 import builtins
 import contextlib
 import os
+import urllib.parse
+import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal, TypeAlias, TypeVar, overload
@@ -21,6 +24,7 @@ import msgspec
 
 import kubesched
 from kubesched.kube._errors import APIConnectionError, error_from_response
+from kubesched.kube._http1 import ConnectionPool, Credentials, TransportError
 from kubesched.kube._ratelimit import TokenBucket
 
 __all__ = [
@@ -41,6 +45,7 @@ DEFAULT_QPS: Final = 50.0
 DEFAULT_BURST: Final = 100
 #: Requests inside the HTTP client at once (more wait for a slot, in order).
 DEFAULT_MAX_IN_FLIGHT: Final = 100
+DEFAULT_USER_AGENT: Final = f"kubesched/{kubesched.__version__}"
 
 SERVICE_ACCOUNT_DIR: Final = "/var/run/secrets/kubernetes.io/serviceaccount"
 
@@ -163,6 +168,10 @@ class APIClient:
     inside the HTTP client (the others wait their turn; watches do not count). Cancelling a call
     returns at once, but a request already being sent still completes in the background (its
     answer dropped), so a cancelled write may have been applied.
+
+    With ``pool`` (a :class:`~kubesched.kube._http1.ConnectionPool`, as
+    :meth:`from_kubeconfig` sets up), ordinary requests go over its kept-alive HTTP/1.1
+    connections, at most ``max_in_flight`` of them, and ``http`` carries only watches.
     """
 
     def __init__(
@@ -170,6 +179,7 @@ class APIClient:
         http: httpx2.AsyncClient,
         *,
         stream_http: httpx2.AsyncClient | None = None,
+        pool: ConnectionPool | None = None,
         qps: float = DEFAULT_QPS,
         burst: int = DEFAULT_BURST,
         user_agent: str | None = None,
@@ -178,11 +188,12 @@ class APIClient:
     ) -> None:
         self._http = http
         self._stream_http = stream_http or http
+        self._pool = pool
         self.limiter = TokenBucket(qps, burst)
         self.namespace = namespace
         self._headers = {
             "Accept": "application/json",
-            "User-Agent": user_agent or f"kubesched/{kubesched.__version__}",
+            "User-Agent": user_agent or DEFAULT_USER_AGENT,
         }
         self._background: set[asyncio.Task[Any]] = set()
         # The HTTP client's connection pool scans its queue of waiting requests on every
@@ -200,6 +211,7 @@ class APIClient:
         qps: float = DEFAULT_QPS,
         burst: int = DEFAULT_BURST,
         http2: bool = True,
+        lean: bool = True,
         timeout: float = 30.0,
         max_connections: int = 512,
         max_keepalive_connections: int = 128,
@@ -208,16 +220,21 @@ class APIClient:
     ) -> APIClient:
         """A client for the cluster found by :func:`load_kubeconfig`.
 
-        With ``http2`` (and the ``h2`` package installed, and the server offering it over TLS
-        ALPN) ordinary requests share one multiplexed HTTP/2 connection, watches use HTTP/1.1
-        connections of their own, and a read that the HTTP/2 connection loses to a GOAWAY is
-        repeated once over HTTP/1.1. Without it, HTTP/1.1 throughout, up to
-        ``max_connections`` connections. ``timeout`` bounds each phase (connect, read, write,
-        pool wait) of an ordinary request; watches set their own read timeout.
+        With ``lean`` (the default) ordinary requests go over kubesched's own pool of up to
+        ``max_in_flight`` kept-alive HTTP/1.1 connections (:mod:`kubesched.kube._http1`),
+        whenever the configuration allows it: client certificates, a bearer token or token
+        file, or basic auth, and no proxy from the environment. Otherwise (an exec credential
+        plugin, a proxy, or ``lean=False``) they go through ``httpx2``: with ``http2`` (and the
+        ``h2`` package installed, and the server offering it over TLS ALPN) on one multiplexed
+        HTTP/2 connection, where a read lost to a GOAWAY is repeated once over HTTP/1.1;
+        without it over HTTP/1.1, up to ``max_connections`` connections. Watches always use
+        ``httpx2`` over HTTP/1.1 connections of their own. ``timeout`` bounds an ordinary
+        request (each phase of it with ``httpx2``); watches set their own read timeout.
         """
         from lightkube.config.client_adapter import ConnectionParams  # noqa: PLC0415
 
         config = load_kubeconfig(kubeconfig, context=context)
+        user_agent = user_agent or DEFAULT_USER_AGENT
         params = ConnectionParams(
             timeout=httpx2.Timeout(timeout),
             http2=http2 and _http2_available(),
@@ -238,9 +255,21 @@ class APIClient:
             # connection, where on the shared HTTP/2 connection the server would keep sending
             # into a stream nobody reads (the transport does not reset abandoned streams).
             stream_http = httpx2.AsyncClient(limits=limits, **{**kwargs, "http2": False})
+        pool = None
+        if lean:
+            try:
+                pool = lean_pool(
+                    config,
+                    user_agent=user_agent,
+                    max_connections=max_in_flight,
+                    timeout=timeout,
+                )
+            except (OSError, ValueError, TransportError) as exc:
+                raise KubeConfigError(f"cannot use cluster configuration: {exc}") from exc
         return cls(
             http,
             stream_http=stream_http,
+            pool=pool,
             qps=qps,
             burst=burst,
             user_agent=user_agent,
@@ -258,8 +287,15 @@ class APIClient:
         """The underlying HTTP client (auth and TLS already configured)."""
         return self._http
 
+    @property
+    def pool(self) -> ConnectionPool | None:
+        """The HTTP/1.1 connection pool of ordinary requests, if they do not use ``http``."""
+        return self._pool
+
     async def aclose(self) -> None:
         """Close all connections."""
+        if self._pool is not None:
+            await self._pool.aclose()
         await self._http.aclose()
         if self._stream_http is not self._http:
             await self._stream_http.aclose()
@@ -293,6 +329,8 @@ class APIClient:
         """Send one request and return the response body; raise an ``APIError`` on failure."""
         await self._throttle()
         content = encode_body(body)
+        if self._pool is not None:
+            return await self._pooled(method, path, params, content, content_type, timeout)
         headers = self._headers
         if content is not None:
             headers = {**headers, "Content-Type": content_type}
@@ -328,6 +366,36 @@ class APIClient:
         if response.status_code >= 400:
             raise error_from_response(response.status_code, response.content, response.headers)
         return response.content
+
+    async def _pooled(
+        self,
+        method: str,
+        path: str,
+        params: Params | None,
+        content: bytes | None,
+        content_type: str,
+        timeout: float | httpx2.Timeout | None,  # noqa: ASYNC109  (the HTTP timeout)
+    ) -> bytes:
+        assert self._pool is not None
+        if isinstance(timeout, httpx2.Timeout):
+            phases = (timeout.connect, timeout.read, timeout.write, timeout.pool)
+            timeout = max((t for t in phases if t is not None), default=None)
+        sending = self._pool.request(
+            method,
+            path,
+            query=query_string(params),
+            body=content,
+            content_type=content_type,
+            timeout=timeout,
+        )
+        self.requests_total += 1
+        try:
+            response = await _shielded(sending, self._background)
+        except TransportError as exc:
+            raise APIConnectionError(f"{method} {path}: {exc}") from exc
+        if response.status >= 400:
+            raise error_from_response(response.status, response.body, response.headers)
+        return response.body
 
     @contextlib.asynccontextmanager
     async def stream(
@@ -369,30 +437,12 @@ class APIClient:
     async def _send(
         self, http: httpx2.AsyncClient, request: httpx2.Request, *, stream: bool
     ) -> httpx2.Response:
-        # A request cancelled while its headers or body are being written leaves a shared
-        # HTTP/2 connection broken for every other request on it. So the send runs in its own
-        # task that a cancellation does not interrupt: the caller is released at once and the
-        # response, when it comes, is closed and dropped.
         sending = http.send(request, stream=stream)
-        task = asyncio.ensure_future(sending if stream else self._in_slot(sending))
-        try:
-            return await asyncio.shield(task)
-        except asyncio.CancelledError:
-            task.add_done_callback(self._discard)
-            raise
+        return await _shielded(sending if stream else self._in_slot(sending), self._background)
 
     async def _in_slot(self, sending: Awaitable[httpx2.Response]) -> httpx2.Response:
         async with self._slots:
             return await sending
-
-    def _discard(self, task: asyncio.Future[httpx2.Response]) -> None:
-        if task.cancelled() or task.exception() is not None:
-            return
-        response = task.result()
-        if not response.is_closed:
-            closing = asyncio.ensure_future(response.aclose())
-            self._background.add(closing)
-            closing.add_done_callback(self._background.discard)
 
     # --- verbs ------------------------------------------------------------------------------
 
@@ -558,6 +608,115 @@ class APIClient:
         """DELETE ``path``; ``body`` may be ``DeleteOptions`` (preconditions, grace period)."""
         data = await self.request("DELETE", path, params=params, body=body)
         return data if type is None else decoder_for(type).decode(data)
+
+
+async def _shielded(sending: Awaitable[T], background: set[asyncio.Task[Any]]) -> T:
+    """Await ``sending`` in a task of its own that cancelling the caller does not interrupt.
+
+    A request cancelled while its headers or body are being written leaves a shared HTTP/2
+    connection broken for every other request on it (and an HTTP/1.1 one unusable). So the
+    caller is released at once and the request completes in the background; its answer, when
+    it comes, is closed (a streamed ``httpx2`` response) and dropped.
+    """
+    task = asyncio.ensure_future(sending)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        background.add(task)
+        task.add_done_callback(_discarder(background))
+        raise
+
+
+def _discarder(background: set[asyncio.Task[Any]]) -> Any:
+    def discard(task: asyncio.Task[Any]) -> None:
+        background.discard(task)
+        if task.cancelled() or task.exception() is not None:
+            return
+        response = task.result()
+        if isinstance(response, httpx2.Response) and not response.is_closed:
+            closing = asyncio.ensure_future(response.aclose())
+            background.add(closing)
+            closing.add_done_callback(background.discard)
+
+    return discard
+
+
+def query_string(params: Params | None) -> str:
+    """``params`` as a URL query (``None`` values left out, booleans as ``true``/``false``,
+    sequences repeated), as ``httpx2`` encodes them."""
+    if not params:
+        return ""
+    items: list[tuple[str, str]] = []
+    for key, value in params.items():
+        if value is None:
+            continue
+        values = value if isinstance(value, list | tuple) else (value,)
+        items.extend((key, _param_text(v)) for v in values)
+    return urllib.parse.urlencode(items)
+
+
+def _param_text(value: ParamValue) -> str:
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    return str(value)
+
+
+def lean_pool(
+    config: Any, *, user_agent: str, max_connections: int, timeout: float | None
+) -> ConnectionPool | None:
+    """A :class:`ConnectionPool` for lightkube's ``SingleConfig`` ``config``, or ``None`` when
+    the configuration needs what only the general-purpose client does (an exec credential
+    plugin, an auth provider, a proxy from the environment, a scheme other than HTTP(S)).
+
+    Credentials are taken in lightkube's order (token file, token, exec, basic auth); TLS is
+    the context lightkube would build (CA, ``insecure-skip-tls-verify``, client certificate),
+    made afresh and offering only HTTP/1.1 over ALPN.
+    """
+    from lightkube.config.client_adapter import verify_cluster  # noqa: PLC0415
+
+    url = urllib.parse.urlsplit(config.cluster.server)
+    user = config.user
+    if url.scheme not in ("http", "https") or not url.hostname or user is None:
+        return None
+    if user.auth_provider or (user.exec and not (user.token_file or user.token)):
+        return None
+    if _proxied(url):
+        return None
+    if user.token_file:
+        credentials = Credentials(token_file=user.token_file)
+    elif user.token:
+        credentials = Credentials(f"Bearer {user.token}")
+    elif user.username and user.password:
+        pair = f"{user.username}:{user.password}".encode()
+        credentials = Credentials(f"Basic {base64.b64encode(pair).decode()}")
+    else:
+        credentials = Credentials()
+    context = None
+    if url.scheme == "https":
+        context = verify_cluster(config.cluster, user, config.abs_file)
+        context.set_alpn_protocols(["http/1.1"])
+    return ConnectionPool(
+        url.hostname,
+        url.port or (443 if context is not None else 80),
+        ssl_context=context,
+        server_hostname=url.hostname,
+        path_prefix=url.path,
+        user_agent=user_agent,
+        credentials=credentials,
+        max_connections=max_connections,
+        timeout=timeout,
+    )
+
+
+def _proxied(url: urllib.parse.SplitResult) -> bool:
+    """Whether the environment sends requests to ``url`` through a proxy (as ``httpx2``
+    with ``trust_env`` would)."""
+    proxies = urllib.request.getproxies()
+    if not (proxies.get(url.scheme) or proxies.get("all")):
+        return False
+    return not urllib.request.proxy_bypass(url.hostname or "")
 
 
 def _clean_params(params: Params | None) -> dict[str, Any] | None:

@@ -1,0 +1,297 @@
+"""The lean HTTP/1.1 pool against a small asyncio HTTP server on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from kubesched.kube._client import query_string
+from kubesched.kube._http1 import ConnectionPool, Credentials, TransportError
+
+Answer = Callable[["Seen"], Awaitable[bytes]]
+
+
+@dataclass
+class Seen:
+    method: str
+    target: str
+    headers: dict[str, str]
+    body: bytes
+
+
+@dataclass
+class Server:
+    answer: Answer
+    requests: list[Seen] = field(default_factory=list)
+    connections: int = 0
+    inside: int = 0
+    peak: int = 0
+    port: int = 0
+    hang_up: bool = False
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while True:
+                try:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return
+                lines = head.decode("latin-1").split("\r\n")
+                method, target, _ = lines[0].split(" ", 2)
+                headers = {}
+                for line in lines[1:]:
+                    if ":" in line:
+                        name, value = line.split(":", 1)
+                        headers[name.strip().lower()] = value.strip()
+                body = await reader.readexactly(int(headers.get("content-length", "0")))
+                seen = Seen(method, target, headers, body)
+                self.requests.append(seen)
+                self.inside += 1
+                self.peak = max(self.peak, self.inside)
+                try:
+                    answer = await self.answer(seen)
+                finally:
+                    self.inside -= 1
+                writer.write(answer)
+                await writer.drain()
+                if self.hang_up or b"Connection: close" in answer:
+                    return
+        finally:
+            writer.close()
+
+
+def reply(status: int, body: bytes = b"{}", *extra: str) -> bytes:
+    head = [f"HTTP/1.1 {status} X", f"Content-Length: {len(body)}", *extra]
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + body
+
+
+@pytest.fixture
+async def serve() -> AsyncIterator[Callable[[Answer], Awaitable[Server]]]:
+    servers: list[asyncio.Server] = []
+
+    async def start(answer: Answer) -> Server:
+        state = Server(answer)
+        server = await asyncio.start_server(state.handle, "127.0.0.1", 0)
+        servers.append(server)
+        state.port = server.sockets[0].getsockname()[1]
+        return state
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+def pool_for(server: Server, **kwargs: object) -> ConnectionPool:
+    return ConnectionPool(
+        "127.0.0.1",
+        server.port,
+        ssl_context=None,
+        user_agent="test",
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+async def test_requests_share_kept_alive_connections(
+    serve: Callable[..., Awaitable[Server]],
+) -> None:
+    async def answer(seen: Seen) -> bytes:
+        return reply(201, b'{"echo":"' + seen.body + b'"}')
+
+    server = await serve(answer)
+    pool = pool_for(server, path_prefix="/prefix/")
+    for i in range(5):
+        response = await pool.request(
+            "POST", "/api/v1/x", query="a=b", body=str(i).encode(), content_type="text/plain"
+        )
+        assert response.status == 201
+        assert response.body == b'{"echo":"' + str(i).encode() + b'"}'
+    await pool.aclose()
+    assert server.connections == 1
+    first = server.requests[0]
+    assert first.target == "/prefix/api/v1/x?a=b"
+    assert first.headers["host"] == f"127.0.0.1:{server.port}"
+    assert first.headers["content-type"] == "text/plain"
+    assert first.headers["user-agent"] == "test"
+    assert "authorization" not in first.headers
+
+
+async def test_at_most_max_connections_in_flight(serve: Callable[..., Awaitable[Server]]) -> None:
+    async def answer(seen: Seen) -> bytes:
+        await asyncio.sleep(0.01)
+        return reply(200)
+
+    server = await serve(answer)
+    pool = pool_for(server, max_connections=3)
+    results = await asyncio.gather(*(pool.request("GET", f"/{i}") for i in range(20)))
+    await pool.aclose()
+    assert [r.status for r in results] == [200] * 20
+    assert server.peak == 3
+    assert server.connections == 3
+
+
+async def test_chunked_answers_and_error_headers(serve: Callable[..., Awaitable[Server]]) -> None:
+    async def answer(seen: Seen) -> bytes:
+        return (
+            b"HTTP/1.1 429 Too Many Requests\r\nTransfer-Encoding: chunked\r\n"
+            b"Retry-After: 3\r\n\r\n4\r\nab\r\n\r\n3;x=y\r\ncde\r\n0\r\nTrailer: 1\r\n\r\n"
+        )
+
+    server = await serve(answer)
+    pool = pool_for(server)
+    response = await pool.request("GET", "/x")
+    again = await pool.request("GET", "/y")
+    await pool.aclose()
+    assert response.status == 429
+    assert response.body == b"ab\r\ncde"
+    assert response.headers["retry-after"] == "3"
+    assert again.body == b"ab\r\ncde"
+    assert server.connections == 1
+
+
+async def test_connection_close_opens_a_new_connection(
+    serve: Callable[..., Awaitable[Server]],
+) -> None:
+    async def answer(seen: Seen) -> bytes:
+        return reply(200, b"{}", "Connection: close")
+
+    server = await serve(answer)
+    pool = pool_for(server)
+    for _ in range(3):
+        assert (await pool.request("DELETE", "/x")).status == 200
+    await pool.aclose()
+    assert server.connections == 3
+
+
+async def test_a_connection_the_server_closed_is_not_reused(
+    serve: Callable[..., Awaitable[Server]],
+) -> None:
+    async def answer(seen: Seen) -> bytes:
+        return reply(200)
+
+    server = await serve(answer)
+    server.hang_up = True  # closes each connection after answering, without saying so
+    pool = pool_for(server)
+    assert (await pool.request("GET", "/x")).status == 200
+    await asyncio.sleep(0.05)  # the FIN arrives while the connection is idle
+    assert (await pool.request("GET", "/y")).status == 200
+    await pool.aclose()
+    assert server.connections == 2
+
+
+async def test_broken_answers_raise_and_free_the_slot(
+    serve: Callable[..., Awaitable[Server]],
+) -> None:
+    calls = 0
+
+    async def answer(seen: Seen) -> bytes:
+        nonlocal calls
+        calls += 1
+        return b"garbage\r\n\r\n" if calls == 1 else reply(200)
+
+    server = await serve(answer)
+    pool = pool_for(server, max_connections=1)
+    with pytest.raises(TransportError):
+        await pool.request("POST", "/x", body=b"{}")
+    assert (await pool.request("POST", "/x", body=b"{}")).status == 200
+    await pool.aclose()
+
+
+async def test_timeout_closes_the_connection(serve: Callable[..., Awaitable[Server]]) -> None:
+    async def answer(seen: Seen) -> bytes:
+        if seen.target == "/slow":
+            await asyncio.sleep(1)
+        return reply(200)
+
+    server = await serve(answer)
+    pool = pool_for(server, max_connections=1, timeout=0.1)
+    with pytest.raises(TransportError, match="no answer within"):
+        await pool.request("GET", "/slow")
+    assert (await pool.request("GET", "/fast", timeout=5)).status == 200
+    await pool.aclose()
+    assert server.connections == 2
+
+
+async def test_cancelled_waiter_passes_its_turn_on(
+    serve: Callable[..., Awaitable[Server]],
+) -> None:
+    async def answer(seen: Seen) -> bytes:
+        await asyncio.sleep(0.05)
+        return reply(200)
+
+    server = await serve(answer)
+    pool = pool_for(server, max_connections=1)
+    first = asyncio.create_task(pool.request("GET", "/1"))
+    waiting = asyncio.create_task(pool.request("GET", "/2"))
+    third = asyncio.create_task(pool.request("GET", "/3"))
+    await asyncio.sleep(0.01)
+    waiting.cancel()
+    assert (await first).status == 200
+    assert (await third).status == 200
+    await pool.aclose()
+    assert [s.target for s in server.requests] == ["/1", "/3"]
+
+
+async def test_token_file_is_read_again_on_401(
+    serve: Callable[..., Awaitable[Server]], tmp_path: Path
+) -> None:
+    token = tmp_path / "token"
+    token.write_text("old\n")
+
+    async def answer(seen: Seen) -> bytes:
+        if seen.headers.get("authorization") == "Bearer new":
+            return reply(200)
+        token.write_text("new")
+        return reply(401)
+
+    server = await serve(answer)
+    pool = pool_for(server, credentials=Credentials(token_file=str(token)))
+    assert (await pool.request("POST", "/x", body=b"{}")).status == 200
+    await pool.aclose()
+    assert [s.headers["authorization"] for s in server.requests] == ["Bearer old", "Bearer new"]
+
+
+async def test_401_with_a_fixed_token_is_not_repeated(
+    serve: Callable[..., Awaitable[Server]],
+) -> None:
+    async def answer(seen: Seen) -> bytes:
+        return reply(401)
+
+    server = await serve(answer)
+    pool = pool_for(server, credentials=Credentials("Bearer abc"))
+    assert (await pool.request("GET", "/x")).status == 401
+    await pool.aclose()
+    assert len(server.requests) == 1
+
+
+async def test_closed_pool_refuses_requests(serve: Callable[..., Awaitable[Server]]) -> None:
+    async def answer(seen: Seen) -> bytes:
+        return reply(200)
+
+    server = await serve(answer)
+    pool = pool_for(server)
+    await pool.aclose()
+    with pytest.raises(TransportError, match="closed"):
+        await pool.request("GET", "/x")
+
+
+async def test_connection_refused_is_a_transport_error() -> None:
+    server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    server.close()
+    await server.wait_closed()
+    pool = ConnectionPool("127.0.0.1", port, ssl_context=None, user_agent="t")
+    with pytest.raises(TransportError):
+        await pool.request("GET", "/x")
+
+
+def test_query_string_as_httpx_encodes_it() -> None:
+    assert query_string(None) == ""
+    assert (
+        query_string({"watch": True, "x": None, "limit": 5, "f": ["a=b", "c d"], "g": False})
+        == "watch=true&limit=5&f=a%3Db&f=c+d&g=false"
+    )
