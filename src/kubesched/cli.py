@@ -74,7 +74,8 @@ def cluster_down(name: str) -> None:
 
 @cluster.command("binaries")
 def cluster_binaries() -> None:
-    """Build (once, cached by version) or find etcd, kube-apiserver, kube-scheduler, kubectl.
+    """Build (once, cached by version) or find etcd, kube-apiserver, kube-scheduler, kubectl,
+    and nfd-master (which the image-compatibility tests run).
 
     Prints one `<name> <path>` line per binary.
     """
@@ -82,9 +83,10 @@ def cluster_binaries() -> None:
 
     try:
         binaries = control_plane.ensure_binaries(progress=_progress)
+        nfd_master = control_plane.ensure_tool(control_plane.NFD_MASTER, progress=_progress)
     except control_plane.ClusterError as err:
         raise click.ClickException(str(err)) from err
-    for command, path in binaries.paths().items():
+    for command, path in {**binaries.paths(), "nfd-master": nfd_master}.items():
         click.echo(f"{command} {path}")
 
 

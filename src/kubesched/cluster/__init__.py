@@ -2,8 +2,9 @@
 
 ``up`` starts one (or reuses the running one of that name), ``down`` stops it and removes its
 state, ``status`` lists them. Binaries are built on first use and cached per version by
-``ensure_binaries``. ``start_kube_scheduler`` / ``start_component`` run more processes tied to a
-cluster. See docs/cluster.md.
+``ensure_binaries`` (``ensure_tool(NFD_MASTER)``: nfd-master, from ``hack/nfd``).
+``start_kube_scheduler`` / ``start_component`` run more processes tied to a cluster.
+See docs/cluster.md.
 """
 
 from kubesched.cluster._binaries import Binaries, Progress, ensure_binaries, find_binaries
@@ -29,11 +30,13 @@ from kubesched.cluster._errors import (
     ClusterStartError,
     GoNotFoundError,
 )
+from kubesched.cluster._gotools import NFD_MASTER, GoTool, ensure_tool, find_tool
 from kubesched.cluster._paths import cache_dir, state_dir
 from kubesched.cluster._state import DEFAULT_NAME
 
 __all__ = [
     "DEFAULT_NAME",
+    "NFD_MASTER",
     "Binaries",
     "BinaryBuildError",
     "CertificateAuthority",
@@ -43,13 +46,16 @@ __all__ = [
     "ClusterStatus",
     "ComponentInfo",
     "GoNotFoundError",
+    "GoTool",
     "KeyPair",
     "ProcessStatus",
     "Progress",
     "cache_dir",
     "down",
     "ensure_binaries",
+    "ensure_tool",
     "find_binaries",
+    "find_tool",
     "info",
     "start_component",
     "start_kube_scheduler",

@@ -169,13 +169,23 @@ def find_binaries(env: Mapping[str, str] | None = None) -> Binaries | None:
 
 def find_go(modules: GoModules, env: Mapping[str, str] | None = None) -> str:
     """The ``go`` executable on PATH, or a clear error saying what to install."""
+    return which_go(
+        modules.min_go,
+        "kube-apiserver, kube-scheduler, kubectl and etcd",
+        modules.kubernetes_dir,
+        env,
+    )
+
+
+def which_go(min_go: str, what: str, directory: Path, env: Mapping[str, str] | None) -> str:
+    """The ``go`` executable on PATH; else an error naming ``what`` needs it, built where."""
     path = (os.environ if env is None else env).get("PATH", os.defpath)
     go = shutil.which("go", path=path)
     if go is None:
         raise GoNotFoundError(
-            f"`go` not found on PATH; install Go >= {modules.min_go} (https://go.dev/dl/) "
-            "and put its bin directory on PATH: kube-apiserver, kube-scheduler, kubectl and etcd "
-            f"are built from the Go modules in {modules.kubernetes_dir}"
+            f"`go` not found on PATH; install Go >= {min_go} (https://go.dev/dl/) "
+            f"and put its bin directory on PATH: {what} are built from the Go modules in "
+            f"{directory}"
         )
     return go
 

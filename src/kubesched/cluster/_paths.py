@@ -51,21 +51,22 @@ def bin_dir(env: Mapping[str, str] | None = None) -> Path:
     return cache_dir(env) / "bin"
 
 
-def gomod_dir(package_dir: Path | None = None) -> Path:
-    """The Go module that pins Kubernetes (``hack/k8s``).
+def gomod_dir(package_dir: Path | None = None, *, name: str = "k8s") -> Path:
+    """The Go module ``hack/<name>``: ``hack/k8s`` pins Kubernetes, ``hack/nfd`` NFD.
 
-    An installed wheel carries it next to this package; an editable install finds it at the
-    repository root, walking up from this file.
+    An installed wheel carries it next to this package (``_gomod`` for ``k8s``, ``_gomod_<name>``
+    for the others); an editable install finds it at the repository root, walking up from this
+    file.
     """
     here = package_dir if package_dir is not None else Path(__file__).resolve().parent
-    packaged = here / PACKAGED_GOMOD
+    packaged = here / (PACKAGED_GOMOD if name == "k8s" else f"{PACKAGED_GOMOD}_{name}")
     if (packaged / "go.mod").is_file():
         return packaged
     for parent in here.parents:
-        candidate = parent / "hack" / "k8s"
+        candidate = parent / "hack" / name
         if (candidate / "go.mod").is_file():
             return candidate
     raise BinaryBuildError(
-        f"cannot find the Go module hack/k8s: neither {packaged} nor a hack/k8s/go.mod above "
-        f"{here} exists (reinstall kubesched, or run from a checkout)"
+        f"cannot find the Go module hack/{name}: neither {packaged} nor a hack/{name}/go.mod "
+        f"above {here} exists (reinstall kubesched, or run from a checkout)"
     )
