@@ -262,6 +262,10 @@ def _go_key(key: object, path: str) -> str:
     return str(_go_string(key))
 
 
+def _is_scalar(x: object) -> bool:
+    return not isinstance(x, list | dict)
+
+
 def _normalize(node: object, path: str, field: str) -> object:
     """Turn YAML data into what Go's JSON decoding of the spec types would see.
 
@@ -280,10 +284,16 @@ def _normalize(node: object, path: str, field: str) -> object:
                 if field == "vars":
                     out[key] = ""
                 continue
-            if field == "vars" and isinstance(v, list | dict):
+            if field == "vars" and not _is_scalar(v):
                 raise SpecError(sub, "a var must be a string")
-            if field in ("expression", "matchName") and key == "value" and not isinstance(v, list):
-                raise SpecError(sub, "must be a list of strings")
+            if field in ("expression", "matchName"):
+                # Checked here: under matchExpressions, msgspec's error path would lose the key.
+                if key == "value" and not (
+                    isinstance(v, list) and all(_is_scalar(x) and x is not None for x in v)
+                ):
+                    raise SpecError(sub, "must be a list of strings")
+                if key in ("op", "type") and not _is_scalar(v):
+                    raise SpecError(sub, "must be a string")
             out[key] = _normalize(v, sub, _CHILD_FIELD.get(field, key))
         return out
     if isinstance(node, list):
