@@ -15,11 +15,13 @@ exactly as ``kubesched run`` builds them; only the two ends differ:
 Pods are popped from the queue in the profiles' QueueSort order (PrioritySort: higher priority
 first, then input order) and each gets one attempt; its binding cycle finishes before the next
 pod is popped, so each pod sees the ones placed before it. A pod that fails is taken out of the
-queue instead of waiting for a cluster event to retry it, with one exception: a pod for which
-PostFilter (DefaultPreemption) nominated a node. Its victims are deleted at once (graceful
+queue instead of waiting for a cluster event to retry it, with two exceptions. A pod for which
+PostFilter (DefaultPreemption) nominated a node: its victims are deleted at once (graceful
 deletion takes no time here) and the pod goes back to the active queue, as the victims' delete
 events would move it in ``run``; its second attempt is its result, with the nomination and the
-victims attached.
+victims attached. A pod that waited for something a plugin fetches in the background
+(ImageCompatibility's artifacts): the simulation waits for the fetch, and if the plugin moved the
+pod back to the active queue, the pod's second attempt is its result.
 """
 
 from __future__ import annotations
@@ -225,6 +227,25 @@ async def _evictions_done(frameworks: Mapping[str, Framework]) -> None:
                 await plugin.wait_for_evictions()
 
 
+@runtime_checkable
+class _FetchingPlugin(Protocol):
+    """A plugin that fetches what it needs in the background and activates the pods that wait
+    for it (ImageCompatibility's registry lookups)."""
+
+    async def settle(self) -> None: ...
+
+
+async def _fetches_done(frameworks: Mapping[str, Framework]) -> bool:
+    """Wait for the plugins' background fetches; whether any plugin fetches at all."""
+    found = False
+    for fwk in frameworks.values():
+        for plugin in fwk.plugins():
+            if isinstance(plugin, _FetchingPlugin):
+                found = True
+                await plugin.settle()
+    return found
+
+
 @dataclass
 class _Evidence:
     feasible: list[str] | None = None
@@ -365,6 +386,7 @@ async def simulate(
     attempts: dict[str, int] = {}
     nominated: dict[str, str] = {}
     skipped: dict[str, str] = {}
+    fetched: set[str] = set()
     while (qpi := queue.try_pop()) is not None:
         uid = qpi.pod.metadata.uid
         outcome = scheduler.schedule_one(qpi)
@@ -377,6 +399,10 @@ async def simulate(
             nominated[uid] = record.nominated_node
             await _evictions_done(frameworks)
             queue.activate([qpi.pod])
+        elif (
+            uid not in fetched and await _fetches_done(frameworks) and queue.where(uid) == "active"
+        ):
+            fetched.add(uid)  # what a plugin fetched for the pod is there now: once more
         else:
             queue.delete(qpi.pod)  # one attempt: no retry on later events
             if record is None:

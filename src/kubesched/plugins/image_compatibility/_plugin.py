@@ -364,6 +364,11 @@ class ImageCompatibility(
             ClusterEventWithHint(ClusterEvent("Node", ActionType.ADD)),
         ]
 
+    async def settle(self) -> None:
+        """Wait until the registry lookups started so far have ended (``simulate`` does before
+        it gives up on a pod waiting for one)."""
+        await self.store.settle()
+
     def close(self) -> None:
         """Stop fetching (tests; the scheduler keeps the plugin for its lifetime)."""
         self.store.close()
