@@ -1,0 +1,249 @@
+"""ImageCompatibility in ``kubesched run`` on the real apiserver, with a real OCI registry holding
+artifacts attached as ``oras attach`` does and NodeFeature objects (NFD's CRDs installed):
+
+* a pod whose image's spec only one node satisfies lands there;
+* a pod whose image no node satisfies stays Pending, its FailedScheduling message naming the
+  image and the failed rule;
+* a pod whose image has no artifact schedules;
+* with the registry stopped, a pod whose image's artifact was never fetched stays Pending under
+  ``failurePolicy: Fail`` and schedules under ``Ignore``, with a Warning event either way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from e2e.annotator.field_e2e import GROUP_LABEL, annotated_node, new_group, nodes, scheduler
+from e2e.nfd import install_nfd_crds
+from e2e.scheduler.sched_e2e import (
+    SchedulerProcess,
+    condition,
+    create_pod,
+    events_about,
+    eventually,
+    get_pod,
+    list_events,
+    pod_manifest,
+    scheduler_config,
+)
+from kubesched.cluster import ClusterInfo
+from oci import Registry, attach_artifact, push_image, start_distribution
+
+if TYPE_CHECKING:
+    from conftest import AdminClient
+
+NAMESPACE_PREFIX = "imgcompat-e2e"
+NODE_NAME_LABEL = "nfd.node.kubernetes.io/node-name"
+NODE_FEATURES = "/apis/nfd.k8s-sigs.io/v1alpha1/namespaces/{ns}/nodefeatures"
+EVENT_REASON = "ImageCompatibilityUnavailable"
+
+AVX512_OR_NEW_KERNEL = b"""\
+version: v1alpha1
+compatibilities:
+- tag: avx512
+  weight: 90
+  rules:
+  - name: avx512
+    matchFeatures:
+    - feature: cpu.cpuid
+      matchExpressions:
+        AVX512F: {op: Exists}
+- tag: new-kernel
+  weight: 10
+  rules:
+  - name: kernel
+    matchFeatures:
+    - feature: kernel.version
+      matchExpressions:
+        major: {op: Ge, value: ["7"]}
+"""
+
+NVIDIA_GPU = b"""\
+version: v1alpha1
+compatibilities:
+- rules:
+  - name: nvidia-gpu
+    matchFeatures:
+    - feature: pci.device
+      matchExpressions:
+        vendor: {op: In, value: ["10de"]}
+"""
+
+FEATURES: dict[str, dict[str, Any] | None] = {
+    "old": {"attributes": {"kernel.version": {"elements": {"major": "5", "minor": "15"}}}},
+    "avx": {
+        "flags": {"cpu.cpuid": {"elements": {"AVX512F": {}, "AVX2": {}}}},
+        "attributes": {"kernel.version": {"elements": {"major": "6", "minor": "8"}}},
+    },
+    "bare": None,  # no NodeFeature at all
+}
+
+
+@contextlib.contextmanager
+def registry_at(workdir: Path) -> Iterator[Registry]:
+    reg = start_distribution(workdir)
+    try:
+        yield reg
+    finally:
+        reg.stop()
+
+
+def node_features(client: AdminClient, ns: str, names: Mapping[str, str]) -> None:
+    for key, features in FEATURES.items():
+        if features is None:
+            continue
+        node = names[key]
+        client.post(
+            NODE_FEATURES.format(ns=ns),
+            {
+                "apiVersion": "nfd.k8s-sigs.io/v1alpha1",
+                "kind": "NodeFeature",
+                "metadata": {"name": node, "namespace": ns, "labels": {NODE_NAME_LABEL: node}},
+                "spec": {"features": features},
+            },
+        ).expect(201)
+
+
+def config(profile: str, reg: Registry, **args: Any) -> dict[str, Any]:
+    return scheduler_config(
+        profile,
+        profile_fields={
+            "plugins": {"multiPoint": {"enabled": [{"name": "ImageCompatibility"}]}},
+            "pluginConfig": [
+                {
+                    "name": "ImageCompatibility",
+                    "args": {"plainHTTPRegistries": [reg.host], "registryTimeout": "2s", **args},
+                }
+            ],
+        },
+    )
+
+
+def pod_with_image(
+    client: AdminClient, ns: str, profile: str, name: str, image: str, group: str
+) -> None:
+    spec = {
+        "nodeSelector": {GROUP_LABEL: group},
+        "containers": [{"name": "c", "image": image}],
+    }
+    create_pod(client, pod_manifest(name, ns, profile, spec=spec))
+
+
+def bound(client: AdminClient, ns: str, name: str, proc: SchedulerProcess) -> str:
+    pod = eventually(
+        lambda: get_pod(client, ns, name),
+        lambda p: bool(p["spec"].get("nodeName")),
+        timeout=60,
+        what=f"pod {name} to be bound",
+        watch=proc,
+    )
+    return str(pod["spec"]["nodeName"])
+
+
+def unschedulable_message(
+    client: AdminClient, ns: str, name: str, proc: SchedulerProcess, contains: str
+) -> str:
+    pod = eventually(
+        lambda: get_pod(client, ns, name),
+        lambda p: contains in str((condition(p, "PodScheduled") or {}).get("message", "")),
+        timeout=60,
+        what=f"pod {name}'s PodScheduled condition to say {contains!r}",
+        watch=proc,
+    )
+    assert not pod["spec"].get("nodeName")
+    return str((condition(pod, "PodScheduled") or {})["message"])
+
+
+def warning_event(client: AdminClient, ns: str, pod: str, proc: SchedulerProcess) -> str:
+    events = eventually(
+        lambda: events_about(list_events(client, ns), pod, EVENT_REASON),
+        bool,
+        timeout=60,
+        what=f"a {EVENT_REASON} event about {pod}",
+        watch=proc,
+    )
+    assert events[0]["type"] == "Warning"
+    return str(events[0]["note"])
+
+
+def test_pods_land_only_on_compatible_nodes(
+    admin_client: AdminClient,
+    control_plane: ClusterInfo,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    install_nfd_crds(admin_client)
+    g = new_group()
+    names = {k: f"ic-{g}-{k}" for k in FEATURES}
+    profile = f"ic-{g}"
+    with (
+        registry_at(tmp_path / "registry") as reg,
+        nodes(admin_client, [annotated_node(n, g) for n in names.values()]),
+    ):
+        node_features(admin_client, namespace, names)
+        compatible = push_image(reg, "app", "v1")
+        attach_artifact(reg, "app", compatible, AVX512_OR_NEW_KERNEL)
+        gpu = push_image(reg, "gpu-app", "v1")
+        attach_artifact(reg, "gpu-app", gpu, NVIDIA_GPU)
+        push_image(reg, "plain", "v1")
+        push_image(reg, "late", "v1")
+        late_image = reg.image("late", "v1")
+        with scheduler(config(profile, reg), tmp_path, control_plane.kubeconfig) as proc:
+            pod_with_image(
+                admin_client, namespace, profile, "compatible", reg.image("app", "v1"), g
+            )
+            pod_with_image(admin_client, namespace, profile, "plain", reg.image("plain", "v1"), g)
+            gpu_image = reg.image("gpu-app", "v1")
+            pod_with_image(admin_client, namespace, profile, "gpu", gpu_image, g)
+            # Only "avx" has AVX-512, and no node has kernel 7.
+            assert bound(admin_client, namespace, "compatible", proc) == names["avx"]
+            assert bound(admin_client, namespace, "plain", proc) in names.values()
+            message = unschedulable_message(
+                admin_client, namespace, "gpu", proc, f"image {gpu_image} not compatible"
+            )
+            assert f'3 image {gpu_image} not compatible: rule "nvidia-gpu"' in message
+            # The registry goes away before "late"'s artifact was ever looked up: under
+            # failurePolicy Fail the pod waits, retried, and a Warning event says why.
+            reg.stop()
+            pod_with_image(admin_client, namespace, profile, "late", late_image, g)
+            unschedulable_message(
+                admin_client,
+                namespace,
+                "late",
+                proc,
+                f"cannot fetch the image compatibility artifact of {late_image}",
+            )
+            note = warning_event(admin_client, namespace, "late", proc)
+            assert "failurePolicy Fail" in note
+            assert not get_pod(admin_client, namespace, "late")["spec"].get("nodeName")
+
+
+def test_ignore_policy_schedules_when_the_registry_is_down(
+    admin_client: AdminClient,
+    control_plane: ClusterInfo,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    install_nfd_crds(admin_client)
+    g = new_group()
+    names = {k: f"ii-{g}-{k}" for k in FEATURES}
+    profile = f"ii-{g}"
+    with (
+        registry_at(tmp_path / "registry") as reg,
+        nodes(admin_client, [annotated_node(n, g) for n in names.values()]),
+    ):
+        node_features(admin_client, namespace, names)
+        image = push_image(reg, "app", "v1")
+        attach_artifact(reg, "app", image, NVIDIA_GPU)
+        reg.stop()
+        cfg = config(profile, reg, failurePolicy="Ignore")
+        with scheduler(cfg, tmp_path, control_plane.kubeconfig) as proc:
+            # No node has the GPU the spec asks for, but the spec cannot be read: Ignore lets
+            # the pod schedule, and says so.
+            pod_with_image(admin_client, namespace, profile, "p", reg.image("app", "v1"), g)
+            assert bound(admin_client, namespace, "p", proc) in names.values()
+            note = warning_event(admin_client, namespace, "p", proc)
+            assert "failurePolicy Ignore" in note
