@@ -19,11 +19,11 @@ type, a pod naming a PriorityClass that does not exist) is skipped with an error
 and the document; loading goes on, and the caller decides what the errors mean for the exit code.
 
 What the API server and its admission plugins would add to a pending pod is added here too: the
-``default`` namespace, a UID, a name from ``generateName``, requests defaulted from limits, the
-``matchLabelKeys`` and ``mismatchLabelKeys`` of pod (anti-)affinity terms merged into their
-labelSelector, and ``spec.priority`` from the pod's PriorityClass (or the ``globalDefault`` one),
-refusing as the Priority admission plugin does a pod whose own ``spec.priority`` disagrees with
-its class.
+``default`` namespace, a UID (every object gets one), a name from ``generateName``, requests
+defaulted from limits, the ``matchLabelKeys`` and ``mismatchLabelKeys`` of pod (anti-)affinity
+terms merged into their labelSelector, and ``spec.priority`` from the pod's PriorityClass (or the
+``globalDefault`` one), refusing as the Priority admission plugin does a pod whose own
+``spec.priority`` disagrees with its class.
 """
 
 from __future__ import annotations
@@ -289,8 +289,12 @@ class InputBuilder:
             if not other.metadata.name:
                 self._issue(where, "error", f"{kind}: metadata.name is required")
                 return
-            if namespaced and not other.metadata.namespace:
-                other.metadata.namespace = "default"
+            meta = other.metadata
+            if namespaced and not meta.namespace:
+                meta.namespace = "default"
+            if not meta.uid:
+                # The API server gives every object one; a PV's claimRef names its claim's.
+                meta.uid = str(uuid.uuid5(_UID_NAMESPACE, f"{kind}/{meta.namespace}/{meta.name}"))
             self.inputs.objects.add(other)
         elif (watched := self.watched.get((str(obj.get("apiVersion", "")), kind))) is not None:
             self._add_watched(obj, watched, where)
