@@ -28,6 +28,10 @@ Interface for the plugin::
 - ``nodes_for(spec_digest, set_index)`` also marks the group used. ``None`` means "no answer
   yet" (the group is being created, or nfd-master has not evaluated it): keep the pod pending
   and retry, as for a registry fetch in flight. An empty set means no node is compatible.
+- ``on_change(keys)`` (optional, a constructor argument) is called from the background task
+  after a pass in which the answer of some ``(spec_digest, set_index)`` keys appeared or
+  changed: the place to move the pods waiting for them back to the active queue
+  (``handle.activate``).
 - ``await wait_for(spec_digest, set_index)`` is for tests and tools: the answer once there is one.
 
 Semantics, and why a set is not simply copied into ``featureGroupRules``:
@@ -227,6 +231,7 @@ class NodeFeatureGroups:
         settle: float = 10.0,
         poll_interval: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
+        on_change: Callable[[list[tuple[str, int]]], None] | None = None,
     ) -> None:
         self._client = client
         self.namespace = namespace
@@ -235,6 +240,9 @@ class NodeFeatureGroups:
         self.settle = settle
         self.poll_interval = poll_interval
         self._clock = clock
+        self._on_change = on_change
+        #: What nodes_for answered per key after the last pass, to tell on_change what moved.
+        self._answers: dict[tuple[str, int], frozenset[str] | None] = {}
         self._owner_value = owner_label_value(owner)
         self._groups: dict[tuple[str, int], _Group] = {}
         self._wake = asyncio.Event()
@@ -266,8 +274,10 @@ class NodeFeatureGroups:
         group = self._groups.get((spec_digest, set_index))
         if group is None:
             return None
-        now = self._clock()
-        group.last_used = now
+        group.last_used = self._clock()
+        return self._answer(group, group.last_used)
+
+    def _answer(self, group: _Group, now: float) -> frozenset[str] | None:
         if group.nodes is not None:
             return group.nodes
         if group.created is not None and now - group.created >= self.settle:
@@ -311,6 +321,18 @@ class NodeFeatureGroups:
             self._last_error = message
         else:
             self._last_error = ""
+        self._report_changes()
+
+    def _report_changes(self) -> None:
+        now = self._clock()
+        answers = {key: self._answer(g, now) for key, g in self._groups.items()}
+        changed = [k for k, a in answers.items() if a is not None and self._answers.get(k) != a]
+        self._answers = answers
+        if changed and self._on_change is not None:
+            try:
+                self._on_change(changed)
+            except Exception:  # the plugin's callback must not stop the controller
+                log.exception("NodeFeatureGroups: on_change failed")
 
     async def _collect_garbage(self) -> None:
         now = self._clock()

@@ -341,3 +341,39 @@ async def test_aclose_survives_an_unreachable_api(
     api.fail = ConnectionError("refused")
     await groups.aclose()
     assert any("could not delete" in r.getMessage() for r in caplog.records)
+
+
+async def test_on_change_names_the_sets_whose_answer_appeared_or_moved(
+    api: FakeAPI, clock: FakeClock
+) -> None:
+    changes: list[list[tuple[str, int]]] = []
+    groups = NodeFeatureGroups(api, NS, "p", settle=5, clock=clock, on_change=changes.append)
+    groups.request(DIGEST, 0, [{"name": "r"}])
+    groups.request(DIGEST, 1, [{"name": "r"}])
+    await groups.sync()
+    assert changes == []
+    api.evaluate(group_name("p", DIGEST, 0), ["n1"])
+    await groups.sync()
+    assert changes == [[(DIGEST, 0)]]
+    await groups.sync()
+    assert len(changes) == 1  # nothing moved
+    clock.now += 5  # set 1: no node named after settle, so "none"
+    await groups.sync()
+    assert changes[-1] == [(DIGEST, 1)]
+    api.evaluate(group_name("p", DIGEST, 0), ["n1", "n2"])
+    await groups.sync()
+    assert changes[-1] == [(DIGEST, 0)]
+
+
+async def test_a_failing_on_change_does_not_stop_the_controller(
+    api: FakeAPI, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(keys: list[tuple[str, int]]) -> None:
+        raise RuntimeError("boom")
+
+    groups = NodeFeatureGroups(api, NS, "p", settle=0, clock=clock, on_change=broken)
+    groups.request(DIGEST, 0, [{"name": "r"}])
+    await groups.sync()
+    await groups.sync()
+    assert groups.nodes_for(DIGEST, 0) == frozenset()
+    assert any("on_change failed" in r.getMessage() for r in caplog.records)
