@@ -307,7 +307,7 @@ class ImageCompatibility(
         statuses: list[Status | None] = [None]
         for spec in found.specs:
             table, ids = self.verdicts(spec, nodes)
-            for rid in np.unique(ids).tolist():
+            for rid in np.flatnonzero(np.bincount(ids)).tolist():
                 result = table.results[rid]
                 if result.compatible:
                     continue

@@ -6,10 +6,10 @@ Evaluating a spec's rules against a node's features is microseconds of Python pe
 * :class:`FeatureIndex` groups the NodeFeature objects of the snapshot's object store by the
   node they describe (label ``nfd.node.kubernetes.io/node-name``) and gives every node a
   *features id* (``fid``) that changes when one of its objects is added, replaced or removed.
-  Nodes without a NodeFeature share fid 0 (no features). The grouping is redone only when the
-  store's NodeFeature version moved, and only nodes whose objects changed get a new fid; a
-  per-slot array of fids (aligned with the NodeTable) is rebuilt when fids or the table's node
-  names change.
+  Nodes without a NodeFeature share fid 0 (no features). It catches up from the store's change
+  log (only the nodes changed are touched; everything is read again only when the log does not
+  reach back far enough), and keeps a per-slot array of fids aligned with the NodeTable,
+  updated in place for changed nodes and rebuilt when the table's node names change.
 * :class:`SpecVerdicts` holds, per spec, a lookup table fid -> result id; Filter and Score
   gather it over the nodes' fids (one numpy gather) and evaluate only the fids not seen yet.
 
@@ -40,10 +40,12 @@ _UNKNOWN = -1
 _RULE_LABEL = re.compile(r'rule "[^"]*"')
 
 
-def _same(a: tuple[NodeFeature, ...] | None, b: tuple[NodeFeature, ...] | None) -> bool:
-    if a is None or b is None:
-        return a is b
-    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+def _node_of(obj: NodeFeature | None) -> str:
+    return "" if obj is None else obj.metadata.labels.get(NODE_NAME_LABEL, "")
+
+
+def _key(obj: NodeFeature) -> tuple[str, str]:
+    return obj.metadata.namespace, obj.metadata.name
 
 
 class FeatureIndex:
@@ -52,7 +54,8 @@ class FeatureIndex:
     def __init__(self, store: ObjectStore) -> None:
         self._store = store
         self._version = -1
-        self._objects: dict[str, tuple[NodeFeature, ...]] = {}
+        #: node -> its NodeFeature objects by (namespace, name).
+        self._objects: dict[str, dict[tuple[str, str], NodeFeature]] = {}
         self._fid: dict[str, int] = {}
         self._node: dict[int, str] = {}
         self._features: dict[int, Features] = {}
@@ -60,8 +63,10 @@ class FeatureIndex:
         #: Bumped when fids are renumbered: every result cached by fid is void.
         self.epoch = 0
         self._names: list[str] = []
+        self._slot_of: dict[str, int] = {}
         self._slot_fids: IntArray = np.zeros(0, dtype=np.int64)
-        self._fids_changed = True
+        #: Nodes whose fid changed since the slot array was last brought up to date.
+        self._dirty: set[str] = set()
 
     @property
     def nodes(self) -> int:
@@ -70,39 +75,54 @@ class FeatureIndex:
         return len(self._objects)
 
     def refresh(self) -> None:
-        """Catch up with the object store's NodeFeatures (cheap when nothing changed)."""
+        """Catch up with the object store's NodeFeatures: from its change log when it reaches
+        back far enough (only the nodes changed are touched), else from every object."""
         version = self._store.version(NodeFeature)
         if version == self._version:
             return
+        changes = self._store.changes(NodeFeature, self._version)
         self._version = version
-        grouped: dict[str, list[NodeFeature]] = {}
-        for obj in self._store.list(NodeFeature):
-            node = obj.metadata.labels.get(NODE_NAME_LABEL)
-            if node:
-                grouped.setdefault(node, []).append(obj)
-        objects = {
-            node: tuple(sorted(objs, key=lambda o: (o.metadata.namespace, o.metadata.name)))
-            for node, objs in grouped.items()
-        }
-        old = self._objects
-        for node in old.keys() | objects.keys():
-            if not _same(old.get(node), objects.get(node)):
-                self._changed(node, node in objects)
-        self._objects = objects
-        if self._next > 4 * len(objects) + 1024:
+        if changes is None:
+            self._reload()
+        else:
+            for old, new in changes:
+                self._apply(old, new)
+        if self._next > 4 * len(self._objects) + 1024:
             self._renumber()
 
-    def _changed(self, node: str, present: bool) -> None:
+    def _apply(self, old: NodeFeature | None, new: NodeFeature | None) -> None:
+        if old is not None and (node := _node_of(old)):
+            mine = self._objects.get(node)
+            if mine is not None and mine.pop(_key(old), None) is not None:
+                if not mine:
+                    del self._objects[node]
+                self._changed(node)
+        if new is not None and (node := _node_of(new)):
+            self._objects.setdefault(node, {})[_key(new)] = new
+            self._changed(node)
+
+    def _reload(self) -> None:
+        before = self._objects
+        self._objects = {}
+        for obj in self._store.list(NodeFeature):
+            if node := _node_of(obj):
+                self._objects.setdefault(node, {})[_key(obj)] = obj
+        for node in before.keys() | self._objects.keys():
+            old, new = before.get(node, {}), self._objects.get(node, {})
+            if old.keys() != new.keys() or any(new[k] is not v for k, v in old.items()):
+                self._changed(node)
+
+    def _changed(self, node: str) -> None:
         fid = self._fid.pop(node, None)
         if fid is not None:
             self._node.pop(fid, None)
             self._features.pop(fid, None)
-        if present:
+        if node in self._objects:
             fid = self._next
             self._next += 1
             self._fid[node] = fid
             self._node[fid] = node
-        self._fids_changed = True
+        self._dirty.add(node)
 
     def _renumber(self) -> None:
         self._fid = {node: i for i, node in enumerate(sorted(self._objects), NO_FEATURES + 1)}
@@ -110,19 +130,25 @@ class FeatureIndex:
         self._features.clear()
         self._next = len(self._fid) + 1
         self.epoch += 1
-        self._fids_changed = True
+        self._names = []  # rebuild the slot array
 
     def slot_fids(self, table: NodeTable) -> IntArray:
         """The fid of every slot of ``table`` (0 for empty slots and featureless nodes)."""
         self.refresh()
         names = table.names
-        if self._fids_changed or names != self._names:
-            fid = self._fid
+        fid = self._fid
+        if names != self._names:
             self._slot_fids = np.fromiter(
                 (fid.get(n, NO_FEATURES) for n in names), dtype=np.int64, count=len(names)
             )
             self._names = list(names)
-            self._fids_changed = False
+            self._slot_of = {n: i for i, n in enumerate(names) if n}
+        elif self._dirty:
+            for node in self._dirty:
+                slot = self._slot_of.get(node)
+                if slot is not None:
+                    self._slot_fids[slot] = fid.get(node, NO_FEATURES)
+        self._dirty.clear()
         return self._slot_fids
 
     def size(self) -> int:
@@ -138,7 +164,7 @@ class FeatureIndex:
         found = self._features.get(fid)
         if found is None:
             node = self._node.get(fid, "")
-            found = node_features(list(self._objects.get(node, ())), node)
+            found = node_features(self._objects.get(node, {}).values(), node)
             self._features[fid] = found
         return found
 

@@ -713,3 +713,23 @@ async def test_simulate_reads_node_features_from_manifests(fake: FakeRegistry) -
     result = await simulate(inputs, config, registry, seed=1)
     assert [(p.name, p.reason, p.node) for p in result.pods] == [("p", "Scheduled", "b")]
     assert len(fake.finds) == 1
+
+
+async def test_many_feature_updates_renumber_and_reread_without_changing_verdicts(
+    make: Make,
+) -> None:
+    snap = cluster({"a": AVX512, "b": kernel("5")})
+    plugin, _ = make(snap)
+    state, _ = await prefilter(plugin, pod(), snap)
+    first = verdicts(plugin, state, pod(), snap)
+    epoch = plugin.features.epoch
+    for i in range(5000):  # beyond the store's change log: everything is read again
+        snap.objects.set(node_feature("b", kernel(str(4 + i % 2))))
+    assert verdicts(plugin, state, pod(), snap) == first
+    assert plugin.features.epoch == epoch
+    for i in range(1100):  # one new fid each time, beyond 4 per node + 1024: renumbered
+        snap.objects.set(node_feature("b", kernel(str(4 + i % 2))))
+        assert verdicts(plugin, state, pod(), snap) == first
+    assert plugin.features.epoch == epoch + 1
+    snap.objects.set(node_feature("b", kernel("7")))
+    assert verdicts(plugin, state, pod(), snap)["b"] == "ok"
