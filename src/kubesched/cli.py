@@ -75,7 +75,7 @@ def cluster_down(name: str) -> None:
 @cluster.command("binaries")
 def cluster_binaries() -> None:
     """Build (once, cached by version) or find etcd, kube-apiserver, kube-scheduler, kubectl,
-    and nfd-master (which the image-compatibility tests run).
+    and what the image-compatibility tests run: nfd-master and two OCI registries.
 
     Prints one `<name> <path>` line per binary.
     """
@@ -83,10 +83,13 @@ def cluster_binaries() -> None:
 
     try:
         binaries = control_plane.ensure_binaries(progress=_progress)
-        nfd_master = control_plane.ensure_tool(control_plane.NFD_MASTER, progress=_progress)
+        tools = {
+            tool.command: control_plane.ensure_tool(tool, progress=_progress)
+            for tool in (control_plane.NFD_MASTER, *control_plane.REGISTRIES)
+        }
     except control_plane.ClusterError as err:
         raise click.ClickException(str(err)) from err
-    for command, path in {**binaries.paths(), "nfd-master": nfd_master}.items():
+    for command, path in {**binaries.paths(), **tools}.items():
         click.echo(f"{command} {path}")
 
 

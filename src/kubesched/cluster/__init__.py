@@ -2,7 +2,8 @@
 
 ``up`` starts one (or reuses the running one of that name), ``down`` stops it and removes its
 state, ``status`` lists them. Binaries are built on first use and cached per version by
-``ensure_binaries`` (``ensure_tool(NFD_MASTER)``: nfd-master, from ``hack/nfd``).
+``ensure_binaries`` (``ensure_tool(NFD_MASTER)``: nfd-master, from ``hack/nfd``;
+``ensure_tool`` of each of ``REGISTRIES``: the OCI registries, from ``hack/registry``).
 ``start_kube_scheduler`` / ``start_component`` run more processes tied to a cluster.
 See docs/cluster.md.
 """
@@ -32,11 +33,15 @@ from kubesched.cluster._errors import (
 )
 from kubesched.cluster._gotools import NFD_MASTER, GoTool, ensure_tool, find_tool
 from kubesched.cluster._paths import cache_dir, state_dir
+from kubesched.cluster._registry import DISTRIBUTION_REGISTRY, OCISERVER, REGISTRIES
 from kubesched.cluster._state import DEFAULT_NAME
 
 __all__ = [
     "DEFAULT_NAME",
+    "DISTRIBUTION_REGISTRY",
     "NFD_MASTER",
+    "OCISERVER",
+    "REGISTRIES",
     "Binaries",
     "BinaryBuildError",
     "CertificateAuthority",
