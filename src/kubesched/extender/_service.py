@@ -7,7 +7,6 @@ import contextlib
 import gc
 import logging
 import signal
-from collections.abc import Mapping
 from typing import Any
 
 from kubesched.api import Node, Pod
@@ -25,7 +24,7 @@ from kubesched.extender._engine import Extender
 from kubesched.extender._metrics import ExtenderMetrics
 from kubesched.extender._server import ExtenderServer, ServerOptions
 from kubesched.framework import Registry
-from kubesched.kube import APIClient, Reflector, bind, get_secret
+from kubesched.kube import APIClient, PluginAPIClient, Reflector
 
 __all__ = ["POD_FIELD_SELECTOR", "ExtenderService", "serve"]
 
@@ -33,20 +32,6 @@ log = logging.getLogger(__name__)
 
 #: Pods that hold resources on a node: assigned and not finished.
 POD_FIELD_SELECTOR = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
-
-
-class _Binder:
-    """The framework's API client for Bind plugins, on the real API server."""
-
-    def __init__(self, client: APIClient) -> None:
-        self._client = client
-
-    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
-        await bind(self._client, namespace, name, uid, node)
-
-    async def get_secret(self, namespace: str, name: str) -> Mapping[str, Any] | None:
-        """SecretsAPIClient: a pod's imagePullSecret, for plugins that read registries."""
-        return await get_secret(self._client, namespace, name)
 
 
 class ExtenderService:
@@ -74,7 +59,7 @@ class ExtenderService:
         self.extender = Extender(
             config,
             registry,
-            client=_Binder(client) if client is not None else None,
+            client=PluginAPIClient(client) if client is not None else None,
             metrics=self.metrics,
             informers=client is not None,
         )

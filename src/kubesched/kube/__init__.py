@@ -7,7 +7,8 @@
 * :class:`Reflector`: list then watch one resource type into a :class:`Store`, calling an
   :class:`EventHandler`; re-lists and reconciles after 410 Gone.
 * :func:`bind`: the DefaultBinder's ``pods/binding`` POST with a UID precondition;
-  :func:`get_secret`: one Secret (a pod's imagePullSecret), ``None`` if absent.
+  :func:`get_secret`: one Secret (a pod's imagePullSecret), ``None`` if absent;
+  :class:`PluginAPIClient`: those and custom objects, as the framework's client for plugins.
 * :class:`EventRecorder`: ``events.k8s.io/v1`` events, queued and aggregated into series;
   :func:`update_pod_condition`: the ``PodScheduled`` condition and nominated node.
 * :class:`LeaderElector`: leader election on a Lease with client-go's semantics.
@@ -59,6 +60,7 @@ from kubesched.kube._events import (
     update_pod_condition,
 )
 from kubesched.kube._leader import LeaderElectionRecord, LeaderElector, default_identity
+from kubesched.kube._plugin_client import PluginAPIClient
 from kubesched.kube._ratelimit import TokenBucket
 from kubesched.kube._reflector import (
     EventHandler,
@@ -100,6 +102,7 @@ __all__ = [
     "NotFound",
     "ObjectReference",
     "PatchType",
+    "PluginAPIClient",
     "ReconcileResult",
     "Reflector",
     "ResourceEventHandler",

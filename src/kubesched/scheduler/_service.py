@@ -48,11 +48,10 @@ from kubesched.kube import (
     EventRecorder,
     LeaderElector,
     NotFound,
+    PluginAPIClient,
     Reflector,
     ResourceEventHandler,
     api_path,
-    bind,
-    get_secret,
     update_pod_condition,
 )
 from kubesched.scheduler._cache import Cache
@@ -78,18 +77,8 @@ STORAGE_KINDS: tuple[tuple[type[Any], str, str], ...] = (
 )
 
 
-class _Binder:
+class _Binder(PluginAPIClient):
     """The framework's :class:`~kubesched.framework.APIClient`, on the real API server."""
-
-    def __init__(self, client: APIClient) -> None:
-        self._client = client
-
-    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
-        await bind(self._client, namespace, name, uid, node)
-
-    async def get_secret(self, namespace: str, name: str) -> Mapping[str, Any] | None:
-        """SecretsAPIClient: a pod's imagePullSecret, for plugins that read registries."""
-        return await get_secret(self._client, namespace, name)
 
     # StorageAPIClient: VolumeBinding's writes, as JSON merge patches.
 
