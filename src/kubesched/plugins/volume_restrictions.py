@@ -4,9 +4,9 @@ Two rules, as kube-scheduler v1.34 applies them:
 
 - **ReadWriteOncePod**: a PVC with that access mode may be used by one pod in the whole cluster.
   If a pod already counted (bound or assumed) uses such a claim of the pod, every node fails with
-  ``node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access
-  mode``, as Unschedulable: preempting that pod would free the claim (PreFilterExtensions keep
-  the count right during preemption's what-ifs).
+  ``node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode already
+  in-use by another pod``, as Unschedulable: preempting that pod would free the claim
+  (PreFilterExtensions keep the count right during preemption's what-ifs).
 - **in-tree disks** mounted inline: the same GCE persistent disk (unless every pod mounts it
   read-only), AWS EBS volume, RBD image (sharing a monitor, pool and image, unless all read-only)
   or iSCSI IQN (unless all read-only) cannot be used by two pods on one node:
@@ -54,7 +54,8 @@ PRE_FILTER_STATE_KEY = "PreFilter" + NAME
 ERR_REASON_DISK_CONFLICT = "node(s) had no available disk"
 #: A ReadWriteOncePod claim of the pod is already used by another pod.
 ERR_REASON_READ_WRITE_ONCE_POD_CONFLICT = (
-    "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode"
+    "node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode already "
+    "in-use by another pod"
 )
 
 PERSISTENT_VOLUME_CLAIM = "PersistentVolumeClaim"

@@ -266,7 +266,8 @@ class InputBuilder:
         if not isinstance(kind, str) or not kind:
             self._issue(where, "error", "kind is missing")
             return
-        _stringify_quantities(obj)
+        if kind != "CSINode":  # its drivers' ``allocatable`` is a count, not a quantity map
+            _stringify_quantities(obj)
         if kind == "Node":
             node = self._convert(obj, Node, where, kind)
             if node is not None:
