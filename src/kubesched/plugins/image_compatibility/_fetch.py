@@ -221,12 +221,12 @@ class ArtifactStore:
 
     def _start(self, job: Fetch) -> None:
         job.running = True
-        loop = self._home()
+        loop = self.home()
         future = asyncio.run_coroutine_threadsafe(self._run(job), loop)
         self._tasks.add(future)
         future.add_done_callback(self._tasks.discard)
 
-    def _home(self) -> asyncio.AbstractEventLoop:
+    def home(self) -> asyncio.AbstractEventLoop:
         """The loop fetches run on: the front end's, else a private one on a daemon thread."""
         if self._loop is None or self._loop.is_closed():
             try:

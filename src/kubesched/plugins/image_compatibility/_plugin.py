@@ -9,13 +9,14 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
+import msgspec
 import numpy as np
 from prometheus_client import Counter, Gauge
 
 from kubesched.api import Pod
-from kubesched.config import decode_args
+from kubesched.config import ConfigError, FieldError, decode_args
 from kubesched.framework import (
     ActionType,
     ClusterEvent,
@@ -53,9 +54,19 @@ from kubesched.plugins.image_compatibility._fetch import (
     Pending,
     SecretReader,
 )
-from kubesched.plugins.image_compatibility._nfd import API_VERSION, NodeFeature
+from kubesched.plugins.image_compatibility._group import (
+    CustomObjectsAPIClient,
+    NodeFeatureGroups,
+    UnsupportedRules,
+    conjunction,
+)
+from kubesched.plugins.image_compatibility._nfd import API_VERSION, Features, NodeFeature
 from kubesched.plugins.image_compatibility._registry import RegistryClient
-from kubesched.plugins.image_compatibility._spec import evaluate
+from kubesched.plugins.image_compatibility._spec import (
+    CompatibilitySpec,
+    SpecResult,
+    evaluate,
+)
 from kubesched.plugins.image_compatibility._verdicts import FeatureIndex, SpecVerdicts
 
 NAME = "ImageCompatibility"
@@ -179,9 +190,15 @@ class ImageCompatibility(
         )
         self.features = FeatureIndex(handle.snapshot.objects)
         self._verdicts: OrderedDict[str, SpecVerdicts] = OrderedDict()
-        self.group: Any = None
+        #: NodeFeatureGroup mode: the controller, the sets it cannot express (evaluated in
+        #: process), the pods waiting for nfd-master's answers, the specs whose answers moved.
+        self.groups: NodeFeatureGroups | None = None
+        self._own_sets: dict[tuple[str, int], CompatibilitySpec] = {}
+        self._requested: set[tuple[str, int]] = set()
+        self._group_waiting: dict[tuple[str, int], dict[str, Pod]] = {}
+        self._moved: set[str] = set()
         if decoded.mode == NODE_FEATURE_GROUP:
-            self.group = self._group_controller()
+            self.groups = self._group_controller(handle, decoded)
         IN_FLIGHT.labels(self._profile).set_function(self.store.in_flight)
         CACHED_SPECS.labels(self._profile).set_function(self.store.cached)
 
@@ -190,8 +207,98 @@ class ImageCompatibility(
         client = handle.client
         return client.get_secret if isinstance(client, SecretsAPIClient) else None
 
-    def _group_controller(self) -> Any:
-        raise NotImplementedError("NodeFeatureGroup mode")
+    #: Plugin instances per profile in this process: each owns its groups (the extender runs
+    #: two frameworks per profile), numbered alike on every start so a restart adopts them.
+    _owners: ClassVar[dict[str, int]] = {}
+
+    def _group_controller(self, handle: Handle, args: ImageCompatibilityArgs) -> NodeFeatureGroups:
+        client = handle.client
+        if not isinstance(client, CustomObjectsAPIClient):
+            raise ConfigError(
+                [
+                    FieldError.invalid(
+                        "args.mode",
+                        NODE_FEATURE_GROUP,
+                        "needs an API server (kubesched run or extender); simulate runs InProcess",
+                    )
+                ]
+            )
+        n = self._owners[handle.profile_name] = self._owners.get(handle.profile_name, 0) + 1
+        owner = handle.profile_name if n == 1 else f"{handle.profile_name}/{n}"
+        groups = NodeFeatureGroups(
+            client, args.nfd_namespace, owner, on_change=self._groups_changed
+        )
+        self.store.home().call_soon_threadsafe(groups.start)
+        return groups
+
+    def _groups_changed(self, keys: list[tuple[str, int]]) -> None:
+        """nfd-master's answers for some sets appeared or moved (on the fetch loop)."""
+        pods: dict[str, Pod] = {}
+        for key in keys:
+            self._moved.add(key[0])
+            pods.update(self._group_waiting.pop(key, {}))
+        if pods:
+            self.handle.activate(list(pods.values()))
+
+    def _request_groups(self, spec: ImageSpec, pod: Pod) -> bool:
+        """Ask for the groups of ``spec``'s sets; whether nfd-master answered for all of them.
+        Sets a group cannot express are evaluated in process instead."""
+        assert self.groups is not None
+        answered = True
+        for i, compatibility in enumerate(spec.spec.compatibilities):
+            key = (spec.spec_digest, i)
+            if key in self._own_sets:
+                continue
+            if key not in self._requested:
+                try:
+                    conjunction(msgspec.to_builtins(compatibility.rules))
+                except UnsupportedRules as err:
+                    log.info("%s: %s set %d evaluated in process: %s", NAME, spec.image, i, err)
+                    self._own_sets[key] = CompatibilitySpec(
+                        version=spec.spec.version, compatibilities=[compatibility]
+                    )
+                    continue
+                self._requested.add(key)
+                self.store.home().call_soon_threadsafe(
+                    self.groups.request, key[0], key[1], compatibility.rules
+                )
+            if self.groups.nodes_for(*key) is None:
+                self._group_waiting.setdefault(key, {})[pod.metadata.uid] = pod
+                answered = False
+        return answered
+
+    def _evaluate(self, spec: ImageSpec, fid: int) -> SpecResult:
+        """The spec on the node with features id ``fid``: in process, or from nfd-master's
+        NodeFeatureGroups (and in process for the sets they cannot express)."""
+        features = self.features.features(fid)
+        if self.groups is None:
+            return evaluate(spec.spec, features)
+        return self._evaluate_by_groups(spec, self.features.node_of(fid), features)
+
+    def _evaluate_by_groups(self, spec: ImageSpec, node: str, features: Features) -> SpecResult:
+        assert self.groups is not None
+        matched: list[int] = []
+        failed: list[str] = []
+        listed_by_nfd: list[str] = []
+        for i, compatibility in enumerate(spec.spec.compatibilities):
+            own = self._own_sets.get((spec.spec_digest, i))
+            if own is not None:
+                result = evaluate(own, features)
+                if result.compatible:
+                    matched.append(i)
+                else:
+                    failed.append(result.reason)
+            elif node in (self.groups.nodes_for(spec.spec_digest, i) or ()):
+                matched.append(i)
+            else:
+                tag = f' "{compatibility.tag}"' if compatibility.tag else ""
+                listed_by_nfd.append(f"set {i}{tag}")
+        if matched:
+            weights = spec.spec.compatibilities
+            return SpecResult(True, max(weights[i].weight for i in matched), tuple(matched), "")
+        if listed_by_nfd:
+            failed.append(f"not in the NodeFeatureGroup of {', '.join(listed_by_nfd)}")
+        return SpecResult(False, 0, (), "; ".join(failed))
 
     # -- fetch results (on the fetch loop) -------------------------------------------------------
 
@@ -256,6 +363,12 @@ class ImageCompatibility(
                     f"cannot fetch the image compatibility artifact of {image} "
                     f"(retrying in {found.retry_in:.0f}s): {found.error}"
                 )
+        if self.groups is not None and not waiting:
+            waiting = [
+                f"waiting for nfd-master to evaluate the compatibility sets of {spec.image}"
+                for spec in specs
+                if not self._request_groups(spec, pod)
+            ]
         if waiting:
             status = Status(Code.UNSCHEDULABLE, *waiting)
             state.write(_STATE_KEY, _State((), status))
@@ -282,12 +395,10 @@ class ImageCompatibility(
         index = self.features
         fids = index.slot_fids(nodes.table)[nodes.slots]
         table = self._table(spec)
-        ids = table.ids(
-            fids,
-            index.size(),
-            index.epoch,
-            lambda fid: evaluate(spec.spec, index.features(fid)),
-        )
+        if spec.spec_digest in self._moved:  # nfd-master's answers moved: evaluate again
+            self._moved.discard(spec.spec_digest)
+            table.reset()
+        ids = table.ids(fids, index.size(), index.epoch, lambda fid: self._evaluate(spec, fid))
         return table, ids
 
     @staticmethod
@@ -370,7 +481,10 @@ class ImageCompatibility(
         await self.store.settle()
 
     def close(self) -> None:
-        """Stop fetching (tests; the scheduler keeps the plugin for its lifetime)."""
+        """Stop fetching and delete this plugin's NodeFeatureGroups (tests; the scheduler keeps
+        the plugin for its lifetime)."""
+        if self.groups is not None:
+            asyncio.run_coroutine_threadsafe(self.groups.aclose(), self.store.home())
         self.store.close()
 
 

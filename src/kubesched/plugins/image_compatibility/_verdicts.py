@@ -174,7 +174,7 @@ def failed_rules(result: SpecResult) -> str:
     the node-independent part of a result's reason. The node's values stay out, so that nodes
     failing alike share one message when kube-scheduler counts reasons across nodes."""
     labels = list(dict.fromkeys(_RULE_LABEL.findall(result.reason)))
-    return ", ".join(labels) if labels else "no compatibility set matched"
+    return ", ".join(labels) if labels else result.reason or "no compatibility set matched"
 
 
 @dataclass(frozen=True, slots=True)

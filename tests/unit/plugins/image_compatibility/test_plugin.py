@@ -733,3 +733,63 @@ async def test_many_feature_updates_renumber_and_reread_without_changing_verdict
     assert plugin.features.epoch == epoch + 1
     snap.objects.set(node_feature("b", kernel("7")))
     assert verdicts(plugin, state, pod(), snap)["b"] == "ok"
+
+
+# --- NodeFeatureGroup mode ------------------------------------------------------------------------
+
+
+async def test_node_feature_group_mode_reads_nfd_masters_answers(fake: FakeRegistry) -> None:
+    from test_group import NS, FakeAPI  # noqa: PLC0415  (the controller's own fake API server)
+
+    api = FakeAPI()
+    snap = cluster({"avx": AVX512, "old": kernel("5"), "bare": None})
+    handle = Handle(snap, api)
+    plugin = ImageCompatibility(
+        cast(Any, handle),
+        {"mode": "NodeFeatureGroup", "nfdNamespace": NS},
+        registry=lambda: cast(RegistryClient, fake),
+    )
+    assert plugin.groups is not None
+    try:
+        p = pod()
+        _, status = await prefilter(plugin, p, snap)  # the artifact, then the groups
+        assert status is not None
+        assert status.message == (
+            f"waiting for nfd-master to evaluate the compatibility sets of {IMAGE}"
+        )
+        groups = await asyncio.wait_for(_groups_of(api, 2), 10)
+        assert sorted(g["spec"]["featureGroupRules"][0]["name"] for g in groups.values()) == [
+            n for n in sorted(groups)
+        ]
+        for name in groups:  # nfd-master answers: "avx" matches both sets, no other node does
+            api.evaluate(name, ["avx"])
+        await asyncio.wait_for(_activated(handle, "p"), 20)
+        state = CycleState()
+        _, status = plugin.pre_filter(state, p, all_nodes(snap))
+        assert status is None
+        reason = (
+            f"UnschedulableAndUnresolvable: image {IMAGE} not compatible: not in the "
+            'NodeFeatureGroup of set 0 "avx512", set 1 "new-kernel"'
+        )
+        assert verdicts(plugin, state, p, snap) == {"avx": "ok", "old": reason, "bare": reason}
+        scores, _ = plugin.score_nodes(state, p, all_nodes(snap))
+        assert scores.tolist() == [90, 0, 0]
+    finally:
+        plugin.close()
+    await asyncio.wait_for(_groups_of(api, 0), 10)  # closing deletes the plugin's groups
+
+
+async def _groups_of(api: Any, n: int) -> dict[str, Any]:
+    while len(api.objects) != n:
+        await asyncio.sleep(0.05)
+    return dict(api.objects)
+
+
+async def _activated(handle: Handle, name: str) -> None:
+    while handle.activated.count(name) < 2:
+        await asyncio.sleep(0.05)
+
+
+def test_node_feature_group_mode_needs_an_api_server(make: Make) -> None:
+    with pytest.raises(ConfigError, match=r"args\.mode.*needs an API server"):
+        make(Snapshot(), {"mode": "NodeFeatureGroup"})
