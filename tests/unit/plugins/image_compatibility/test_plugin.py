@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, cast
 
 import msgspec
@@ -739,7 +739,7 @@ async def test_many_feature_updates_renumber_and_reread_without_changing_verdict
 
 
 async def test_node_feature_group_mode_reads_nfd_masters_answers(fake: FakeRegistry) -> None:
-    from test_group import NS, FakeAPI  # noqa: PLC0415  (the controller's own fake API server)
+    from test_group import NS, FakeAPI  # the controller's own fake API server
 
     api = FakeAPI()
     snap = cluster({"avx": AVX512, "old": kernel("5"), "bare": None})
@@ -757,13 +757,13 @@ async def test_node_feature_group_mode_reads_nfd_masters_answers(fake: FakeRegis
         assert status.message == (
             f"waiting for nfd-master to evaluate the compatibility sets of {IMAGE}"
         )
-        groups = await asyncio.wait_for(_groups_of(api, 2), 10)
-        assert sorted(g["spec"]["featureGroupRules"][0]["name"] for g in groups.values()) == [
-            n for n in sorted(groups)
-        ]
+        groups = await _groups_of(api, 2)
+        assert sorted(g["spec"]["featureGroupRules"][0]["name"] for g in groups.values()) == sorted(
+            groups
+        )
         for name in groups:  # nfd-master answers: "avx" matches both sets, no other node does
             api.evaluate(name, ["avx"])
-        await asyncio.wait_for(_activated(handle, "p"), 20)
+        await _activated(handle, "p")
         state = CycleState()
         _, status = plugin.pre_filter(state, p, all_nodes(snap))
         assert status is None
@@ -776,18 +776,24 @@ async def test_node_feature_group_mode_reads_nfd_masters_answers(fake: FakeRegis
         assert scores.tolist() == [90, 0, 0]
     finally:
         plugin.close()
-    await asyncio.wait_for(_groups_of(api, 0), 10)  # closing deletes the plugin's groups
+    await _groups_of(api, 0)  # closing deletes the plugin's groups
+
+
+async def until(done: Callable[[], bool], what: str, seconds: float = 20.0) -> None:
+    for _ in range(int(seconds / 0.05)):
+        if done():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"no {what} after {seconds}s")
 
 
 async def _groups_of(api: Any, n: int) -> dict[str, Any]:
-    while len(api.objects) != n:
-        await asyncio.sleep(0.05)
+    await until(lambda: len(api.objects) == n, f"{n} NodeFeatureGroups")
     return dict(api.objects)
 
 
 async def _activated(handle: Handle, name: str) -> None:
-    while handle.activated.count(name) < 2:
-        await asyncio.sleep(0.05)
+    await until(lambda: handle.activated.count(name) >= 2, f"second activation of {name}")
 
 
 def test_node_feature_group_mode_needs_an_api_server(make: Make) -> None:
