@@ -428,33 +428,36 @@ def _compile_expression(name: str, me: MatchExpression | None, path: str) -> _Ex
 # --- matching ------------------------------------------------------------------------------
 
 
-def _holds(e: _Expr, values: Mapping[str, str]) -> bool:
-    """``e`` on one attribute map (an attribute feature set or one instance)."""
-    kind = e.kind
-    if kind == _ANY:
-        return True
-    if kind == _EXISTS:
-        return e.name in values
-    if kind == _DOES_NOT_EXIST:
-        return e.name not in values
-    v = values.get(e.name)
-    return v is not None and e.test(v)
+def _kv_failure(
+    exprs: tuple[_Expr, ...],
+    keys: Mapping[str, Nil] | None,
+    values: Mapping[str, str] | None,
+    full: bool,
+) -> _Expr | None:
+    """The first of ``exprs`` that flags ``keys`` and attributes ``values`` fail, or None.
 
-
-def _holds_kv(e: _Expr, keys: Mapping[str, Nil] | None, values: Mapping[str, str] | None) -> bool:
-    """``e`` on the union of a flag set and an attribute set (NFD's MatchMulti)."""
-    kind = e.kind
-    if kind == _ANY:
-        return True
-    name = e.name
-    if kind == _EXISTS:
-        return (keys is not None and name in keys) or (values is not None and name in values)
-    if kind == _DOES_NOT_EXIST:
-        return (keys is None or name not in keys) and (values is None or name not in values)
-    if values is None:
-        return False
-    v = values.get(name)
-    return v is not None and e.test(v)
+    NFD's MatchMulti: each expression may hold in either set, but DoesNotExist needs the name
+    absent from both. An instance is ``values`` alone. ``full`` evaluates every expression,
+    so that a value that cannot be compared raises even after a failure.
+    """
+    failed = None
+    for e in exprs:
+        kind = e.kind
+        name = e.name
+        if kind == _EXISTS:
+            ok = (keys is not None and name in keys) or (values is not None and name in values)
+        elif kind == _VALUE:
+            v = None if values is None else values.get(name)
+            ok = v is not None and e.test(v)
+        elif kind == _DOES_NOT_EXIST:
+            ok = (keys is None or name not in keys) and (values is None or name not in values)
+        else:
+            ok = True
+        if not ok and failed is None:
+            failed = e
+            if not full:
+                break
+    return failed
 
 
 class _Term:
@@ -502,15 +505,19 @@ class _Term:
         try:
             exprs = self.exprs
             if exprs is not None:
+                full = self.fallible
                 failed = None
+                kv_ok = False
                 if keys is not None or values is not None:
-                    failed = self._first_kv_failure(exprs, keys, values)
+                    failed = _kv_failure(exprs, keys, values, full)
                     kv_ok = failed is None
-                else:
-                    kv_ok = False
                 inst_ok = False
-                if instances and (not kv_ok or self.fallible):
-                    inst_ok = self._any_instance(exprs, instances)
+                if instances and (full or not kv_ok):
+                    for inst in instances:
+                        if _kv_failure(exprs, None, inst.attributes, full) is None:
+                            inst_ok = True
+                            if not full:
+                                break
                 if not kv_ok and not inst_ok:
                     if failed is not None:
                         return self._kv_reason(failed, keys, values)
@@ -521,30 +528,6 @@ class _Term:
         except _EvalError as e:
             raise _EvalError(f"{feature} {e}") from None
         return None
-
-    def _first_kv_failure(
-        self,
-        exprs: tuple[_Expr, ...],
-        keys: Mapping[str, Nil] | None,
-        values: Mapping[str, str] | None,
-    ) -> _Expr | None:
-        failed = None
-        for e in exprs:
-            if not _holds_kv(e, keys, values) and failed is None:
-                failed = e
-                if not self.fallible:
-                    break
-        return failed
-
-    def _any_instance(self, exprs: tuple[_Expr, ...], instances: list[InstanceFeature]) -> bool:
-        if not self.fallible:
-            return any(all(_holds(e, i.attributes) for e in exprs) for i in instances)
-        # Evaluate everything: an error in any instance fails the rule in NFD.
-        found = False
-        for i in instances:
-            results = [_holds(e, i.attributes) for e in exprs]
-            found = found or all(results)
-        return found
 
     def _any_name(
         self,
@@ -583,7 +566,7 @@ class _Term:
         if not instances:
             return f"{self.feature}: no instances"
         for e in exprs:
-            if not any(_holds(e, i.attributes) for i in instances):
+            if all(_kv_failure((e,), None, i.attributes, False) for i in instances):
                 return f"{self.feature}: no instance with {e.name} {e.text}"
         return f"{self.feature}: no instance matches all expressions"
 
@@ -655,7 +638,8 @@ class CompiledRule:
                 for i, elem in enumerate(self.match_any):
                     if i != hit:
                         for t in elem:
-                            t.check(features, backref)
+                            if t.fallible:
+                                t.check(features, backref)
         except _EvalError as e:
             return f"{self.label}: {e}"
         return None

@@ -396,7 +396,7 @@ def evaluate(spec: CompatibilitySpec, features: Features) -> SpecResult:
         if reason is None:
             matched.append(i)
         elif not matched:
-            reasons.append(f"{s.label}: {_shorten(reason)}" if len(sets) > 1 else reason)
+            reasons.append(f"{s.label}: {_shorten(reason)}" if len(sets) > 1 else _shorten(reason))
     if matched:
         return SpecResult(True, max(sets[i].weight for i in matched), tuple(matched), "")
     return SpecResult(False, 0, (), "; ".join(reasons))

@@ -1056,3 +1056,25 @@ def test_node_feature_decodes_from_the_api() -> None:
     )
     assert match_group_rule(r, f).matched
     assert nf.spec.labels == {"x": "y"}
+
+
+def test_error_in_an_instance_fails_a_term_its_attributes_matched() -> None:
+    f = features(attributes={"a.b": {"n": "5"}}, instances={"a.b": [{"n": "x"}]})
+    assert outcome(rule(term("a.b", {"n": me("Gt", "1")})), f) == ERR
+    assert outcome(rule(term("a.b", {"n": me("In", "5")})), f) is True
+
+
+REGEXPS = [
+    ("search, not full match", "AV", "xAVX2", True),
+    ("Go's end of text", r"AVX\z", "AVX", True),
+    ("Go's end of text before a newline", r"AVX\z", "AVX\n", False),
+    ("ASCII digits only", r"^\d+$", "\u0663", False),
+    ("ASCII word characters only", r"^\w+$", "\u00e9", False),
+]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "value", "want"), [c[1:] for c in REGEXPS], ids=[c[0] for c in REGEXPS]
+)
+def test_regexps_as_go(pattern: str, value: str, want: bool) -> None:
+    assert on_value("InRegexp", [pattern], "", "x", {"x": value}) is want

@@ -247,6 +247,20 @@ def test_node_validator_multiple_sets() -> None:
     )
 
 
+def test_weight_is_the_highest_of_the_matched_sets() -> None:
+    def compat(weight: int, feature: str) -> Json:
+        return {"weight": weight, "rules": [{"name": "r", "matchFeatures": [{"feature": feature}]}]}
+
+    sets = [
+        compat(10, "fake.flag"),
+        compat(70, "x.y"),
+        compat(50, "fake.flag"),
+        compat(-5, "fake.flag"),
+    ]
+    data = json.dumps({"version": "v1alpha1", "compatibilities": sets}).encode()
+    assert evaluate(decode_spec(data), FAKE) == SpecResult(True, 50, (0, 2, 3), "")
+
+
 def test_no_sets_is_compatible() -> None:
     spec = decode_spec(b"version: v1alpha1\ncompatibilities: []\n")
     assert evaluate(spec, Features()) == SpecResult(True, 0, (), "")
@@ -292,6 +306,19 @@ def test_back_references_within_a_set_only() -> None:
         }
     ).encode()
     assert evaluate(decode_spec(data), FAKE).matched_sets == (0,)
+
+
+def test_back_references_accumulate_over_the_rules_of_a_set() -> None:
+    def producer(var: str) -> Json:
+        return {"name": var, "vars": {var: "true"}, "matchFeatures": [{"feature": "fake.flag"}]}
+
+    both = {"fast": {"op": "IsTrue"}, "gpu": {"op": "IsTrue"}}
+    consumer = {
+        "name": "c",
+        "matchFeatures": [{"feature": "rule.matched", "matchExpressions": both}],
+    }
+    data = one_set(producer("fast"), producer("gpu"), consumer)
+    assert evaluate(decode_spec(data), FAKE).compatible
 
 
 def test_evaluation_error_fails_the_set() -> None:
