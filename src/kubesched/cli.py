@@ -647,9 +647,17 @@ def annotate_nodes(
 @click.option("--warmup", default=20, show_default=True, help="Requests before measuring.")
 @click.option("--pods-per-node", default=4, show_default=True, help="Assigned pods per node.")
 @click.option(
+    "--modes",
+    default="NodeNames,Nodes",
+    show_default=True,
+    help="How requests name the nodes: NodeNames (nodeCacheCapable), Nodes (whole NodeLists).",
+)
+@click.option(
     "-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True
 )
-def bench_extender(nodes: str, requests: int, warmup: int, pods_per_node: int, output: str) -> None:
+def bench_extender(
+    nodes: str, requests: int, warmup: int, pods_per_node: int, modes: str, output: str
+) -> None:
     """Latency of `kubesched extender`'s filter and prioritize, as kube-scheduler sees it:
     with node names and with full NodeList bodies, over HTTP on loopback."""
     import json  # noqa: PLC0415
@@ -657,5 +665,14 @@ def bench_extender(nodes: str, requests: int, warmup: int, pods_per_node: int, o
     from kubesched.extender.bench import run, table  # noqa: PLC0415
 
     counts = [int(n) for n in nodes.split(",") if n.strip()]
-    rows = run(counts, requests=requests, warmup=warmup, pods_per_node=pods_per_node)
+    try:
+        rows = run(
+            counts,
+            requests=requests,
+            warmup=warmup,
+            pods_per_node=pods_per_node,
+            modes=[m.strip() for m in modes.split(",") if m.strip()],
+        )
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--modes") from e
     click.echo(json.dumps(rows, indent=2) if output == "json" else table(rows))

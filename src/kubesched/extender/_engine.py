@@ -143,6 +143,37 @@ def _plugin_error(err: FilterError, point: str) -> str:
     return f'running Score plugin "{err.plugin}": {message}'
 
 
+def _names_answer(
+    names: NameList,
+    feasible: IntArray,
+    failed: list[tuple[IntArray, str]],
+    unresolvable: list[tuple[IntArray, str]],
+) -> ExtenderFilterResultNames | None:
+    """The filter answer assembled from the request's list (``None`` when a name is listed
+    twice). Every known node is in one group at most, and unknown ones in none, so no name is in
+    both maps."""
+    kept = names.positions(feasible)
+    if kept is None:
+        return None
+
+    def at(slots: IntArray) -> IntArray:
+        positions = names.positions(slots)
+        assert positions is not None  # as for ``kept``
+        return positions
+
+    return ExtenderFilterResultNames(
+        node_names=msgspec.Raw(names.names_json(kept)),
+        failed_nodes=msgspec.Raw(
+            names.reasons_json(
+                [(names.unknown_at, ERR_UNKNOWN_NODE), *((at(s), r) for s, r in failed)]
+            )
+        ),
+        failed_and_unresolvable_nodes=msgspec.Raw(
+            names.reasons_json((at(s), r) for s, r in unresolvable)
+        ),
+    )
+
+
 #: How many distinct NodeNames lists are kept resolved (filter's and prioritize's, per profile).
 _NAME_LISTS_KEPT: Final = 8
 
@@ -346,24 +377,26 @@ class Extender:
         if isinstance(c, Reply):
             return c
         assert args.pod is not None
-        result = self._filter(c, args.pod)
+        result, passed = self._filter(c, args.pod)
         if log.isEnabledFor(logging.DEBUG):
-            failures = len(result.failed_nodes) + len(result.failed_and_unresolvable_nodes)
             log.debug(
                 "filter %s (profile %s): %d nodes, %d pass, %d fail%s",
                 args.pod.key,
                 profile,
                 len(c.names),
-                0 if result.error else len(c.names) - failures,
-                failures,
+                passed,
+                0 if result.error else len(c.names) - passed,
                 f", error: {result.error}" if result.error else "",
             )
         return Reply.json(result)
 
-    def _filter(self, c: _Candidates, pod: Pod) -> ExtenderFilterResult | ExtenderFilterResultNames:
-        failed = dict.fromkeys(c.unknown, ERR_UNKNOWN_NODE)
-        unresolvable: dict[str, str] = {}
-        names = c.snapshot.table.names
+    def _filter(
+        self, c: _Candidates, pod: Pod
+    ) -> tuple[ExtenderFilterResult | ExtenderFilterResultNames, int]:
+        """The answer, and how many nodes pass."""
+        # The nodes that fail, as groups of slots sharing a reason.
+        failed: list[tuple[IntArray, str]] = []
+        unresolvable: list[tuple[IntArray, str]] = []
         fwk = c.fwk
         state = CycleState()
         nodes = Nodes(c.snapshot, c.slots)
@@ -372,24 +405,23 @@ class Extender:
             narrowing, status, narrowed_by = fwk.run_pre_filter(state, pod, nodes)
             if status is not None:
                 if status.code == Code.ERROR:
-                    return ExtenderFilterResult(error=status.message)
+                    return ExtenderFilterResult(error=status.message), 0
                 target = (
                     unresolvable if status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE else failed
                 )
-                for s in c.slots.tolist():
-                    target[names[s]] = status.message
+                target.append((c.slots, status.message))
             else:
                 candidates = c.slots
                 if narrowing is not None and narrowing.node_names is not None:
                     allowed = narrowing.node_names
+                    names = c.snapshot.table.names
                     keep = np.fromiter(
                         (names[s] in allowed for s in candidates.tolist()),
                         dtype=np.bool_,
                         count=len(candidates),
                     )
                     message = f"node(s) didn't satisfy plugin(s) {_go_list(sorted(narrowed_by))}"
-                    for s in candidates[~keep].tolist():
-                        unresolvable[names[s]] = message
+                    unresolvable.append((candidates[~keep], message))
                     candidates = candidates[keep]
                 diagnosis = Diagnosis(num_all_nodes=len(c.slots))
                 feasible = fwk.run_filter(
@@ -401,36 +433,37 @@ class Extender:
                         if group.status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
                         else failed
                     )
-                    message = group.status.message
-                    for s in group.slots.tolist():
-                        target[names[s]] = message
+                    target.append((group.slots, group.status.message))
         except FilterError as e:
-            return ExtenderFilterResult(error=_plugin_error(e, "filter"))
+            return ExtenderFilterResult(error=_plugin_error(e, "filter")), 0
         except Exception as e:  # a plugin bug is this attempt's error, not the server's
             log.exception("filter of %s failed", pod.key)
-            return ExtenderFilterResult(error=f"filter failed: {type(e).__name__}: {e}")
-        for name in unresolvable:
-            failed.pop(name, None)
+            return ExtenderFilterResult(error=f"filter failed: {type(e).__name__}: {e}"), 0
+        if c.name_list is not None:
+            answer = _names_answer(c.name_list, feasible, failed, unresolvable)
+            if answer is not None:
+                return answer, len(feasible)
+        names = c.snapshot.table.names
+
+        def by_name(groups: list[tuple[IntArray, str]]) -> dict[str, str]:
+            return {names[s]: reason for slots, reason in groups for s in slots.tolist()}
+
+        unresolvable_by_name = by_name(unresolvable)
+        failed_by_name = dict.fromkeys(c.unknown, ERR_UNKNOWN_NODE) | by_name(failed)
+        for name in unresolvable_by_name:  # as kube-scheduler, which gives them precedence
+            failed_by_name.pop(name, None)
         if c.raws is not None:
             raws = c.raws
             return ExtenderFilterResult(
                 nodes=NodeListOut(items=[raws[s] for s in feasible.tolist()]),
-                failed_nodes=failed,
-                failed_and_unresolvable_nodes=unresolvable,
-            )
-        if c.name_list is not None:
-            positions = c.name_list.positions(feasible)
-            if positions is not None:
-                return ExtenderFilterResultNames(
-                    node_names=msgspec.Raw(c.name_list.names_json(positions)),
-                    failed_nodes=failed,
-                    failed_and_unresolvable_nodes=unresolvable,
-                )
+                failed_nodes=failed_by_name,
+                failed_and_unresolvable_nodes=unresolvable_by_name,
+            ), len(feasible)
         return ExtenderFilterResult(
             node_names=[names[s] for s in feasible.tolist()],
-            failed_nodes=failed,
-            failed_and_unresolvable_nodes=unresolvable,
-        )
+            failed_nodes=failed_by_name,
+            failed_and_unresolvable_nodes=unresolvable_by_name,
+        ), len(feasible)
 
     def prioritize(self, profile: str, body: bytes) -> Reply:
         """The prioritize verb (on the worker thread)."""

@@ -70,11 +70,12 @@ class ExtenderFilterResult(_Go):
 
 
 class ExtenderFilterResultNames(_Go):
-    """An :class:`ExtenderFilterResult` whose ``NodeNames`` list is already JSON."""
+    """An :class:`ExtenderFilterResult` whose ``NodeNames`` list and failure maps are already
+    JSON."""
 
     node_names: msgspec.Raw
-    failed_nodes: dict[str, str]
-    failed_and_unresolvable_nodes: dict[str, str]
+    failed_nodes: msgspec.Raw
+    failed_and_unresolvable_nodes: msgspec.Raw
     nodes: None = None
     error: str = ""
 

@@ -57,6 +57,8 @@ PLUGINS = (
     "ImageLocality",
 )
 ZONES = ("zone-a", "zone-b", "zone-c")
+#: How kube-scheduler names the nodes: ``NodeNames`` (nodeCacheCapable) or a whole ``Nodes`` list.
+MODES = ("NodeNames", "Nodes")
 TIME = "2025-01-01T00:00:00Z"
 _CONDITIONS = (
     ("MemoryPressure", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
@@ -311,7 +313,13 @@ def _percentile(samples: Sequence[float], q: float) -> float:
 
 
 def _measure(
-    n_nodes: int, pods_per_node: int, requests: int, warmup: int, seed: int, tmp: Path
+    n_nodes: int,
+    pods_per_node: int,
+    requests: int,
+    warmup: int,
+    seed: int,
+    modes: Sequence[str],
+    tmp: Path,
 ) -> list[dict[str, Any]]:
     rng = random.Random(seed)
     nodes = [make_node(i, rng) for i in range(n_nodes)]
@@ -324,14 +332,16 @@ def _measure(
     node_list = {"metadata": {}, "items": nodes}
     compact = (",", ":")  # as Go's encoder writes it
     bodies = {
-        "NodeNames": [
-            json.dumps({"Pod": p, "Nodes": None, "NodeNames": names}, separators=compact)
+        mode: [
+            json.dumps(
+                {"Pod": p, "Nodes": None, "NodeNames": names}
+                if mode == "NodeNames"
+                else {"Pod": p, "Nodes": node_list, "NodeNames": None},
+                separators=compact,
+            )
             for p in pending
-        ],
-        "Nodes": [
-            json.dumps({"Pod": p, "Nodes": node_list, "NodeNames": None}, separators=compact)
-            for p in pending
-        ],
+        ]
+        for mode in modes
     }
     plan = []
     for mode, texts in bodies.items():
@@ -405,12 +415,16 @@ def run(
     warmup: int = 20,
     pods_per_node: int = 4,
     seed: int = 1,
+    modes: Sequence[str] = MODES,
 ) -> list[dict[str, Any]]:
     """Measure every node count; one row per (nodes, mode, verb)."""
+    unknown = set(modes) - set(MODES)
+    if unknown:
+        raise ValueError(f"unknown modes {sorted(unknown)}; known: {', '.join(MODES)}")
     rows = []
     with tempfile.TemporaryDirectory(prefix="kubesched-extender-bench-") as tmp:
         for n in node_counts:
-            rows.extend(_measure(n, pods_per_node, requests, warmup, seed, Path(tmp)))
+            rows.extend(_measure(n, pods_per_node, requests, warmup, seed, modes, Path(tmp)))
     return rows
 
 
@@ -423,6 +437,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--pods-per-node", type=int, default=4)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--modes", default=",".join(MODES), help="NodeNames, Nodes or both")
     parser.add_argument("--json", action="store_true", help="print rows as JSON")
     args = parser.parse_args(argv)
     counts = [int(n) for n in args.nodes.split(",") if n]
@@ -432,6 +447,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         warmup=args.warmup,
         pods_per_node=args.pods_per_node,
         seed=args.seed,
+        modes=[m for m in args.modes.split(",") if m],
     )
     if args.json:
         print(json.dumps(rows, indent=2))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from kubesched.extender.bench import run, table
 
 
@@ -21,3 +23,13 @@ def test_bench_reports_both_modes_and_verbs() -> None:
     assert rows[2]["requests"] == 20  # NodeList bodies: at least 20
     text = table(rows)
     assert "| 40 | NodeNames | filter |" in text
+
+
+def test_bench_runs_the_modes_asked_for_and_names_unknown_ones() -> None:
+    rows = run([20], requests=3, warmup=1, pods_per_node=1, modes=["NodeNames"])
+    assert [(r["mode"], r["verb"]) for r in rows] == [
+        ("NodeNames", "filter"),
+        ("NodeNames", "prioritize"),
+    ]
+    with pytest.raises(ValueError, match=r"unknown modes \['Names'\]; known: NodeNames, Nodes"):
+        run([20], modes=["Names"])

@@ -39,15 +39,40 @@ def test_odd_names_are_escaped() -> None:
     assert msgspec.json.decode(nl.names_json(np.array([0, 1, 2]))) == names[:3]
 
 
-def test_priorities_json_matches_the_encoded_list() -> None:
-    names = ["n-0", 'q"uote', "n-2"]
+def test_priorities_json_decodes_to_the_encoded_list() -> None:
+    names = ["n-0", 'q"uote', "n-2", "ünï"]
     nl = make(names, {n: i for i, n in enumerate(names)})
-    scores = np.array([10, 0, 7])
-    expected = msgspec.json.encode(
-        [HostPriority(n, int(s)) for n, s in zip(names, scores, strict=True)]
-    )
-    assert nl.priorities_json(scores) == expected
+    for scores in (np.array([10, 0, 7, 1]), np.array([3, 10, 10, 0])):
+        expected = [HostPriority(n, int(s)) for n, s in zip(names, scores, strict=True)]
+        answer = nl.priorities_json(scores)
+        assert msgspec.json.decode(answer, type=list[HostPriority]) == expected
+        # Two bytes per score: a space before a single digit, as JSON allows.
+        assert answer.count(b'"Score": ') == int((scores < 10).sum())
+        assert answer == msgspec.json.encode(expected).replace(b'"Score":', b'"Score": ').replace(
+            b'"Score": 10', b'"Score":10'
+        )
     assert make([], {}).priorities_json(np.array([], dtype=np.int64)) == b"[]"
+
+
+def test_reasons_json_maps_each_group_to_its_reason() -> None:
+    names = ["a", "ghost", 'q"uote', "c"]
+    nl = make(names, {"a": 0, 'q"uote': 1, "c": 2})
+    assert nl.unknown_at.tolist() == [1]
+    answer = nl.reasons_json(
+        [
+            (nl.unknown_at, "unknown"),
+            (np.array([0, 2]), 'too "big"'),
+            (np.array([], dtype=np.int64), "nobody"),
+            (np.array([3]), "tainted"),
+        ]
+    )
+    assert msgspec.json.decode(answer) == {
+        "ghost": "unknown",
+        "a": 'too "big"',
+        'q"uote': 'too "big"',
+        "c": "tainted",
+    }
+    assert nl.reasons_json([]) == b"{}"
 
 
 def test_a_name_listed_twice_has_no_positions() -> None:
