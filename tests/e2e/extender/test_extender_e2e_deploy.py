@@ -23,13 +23,11 @@ from kubesched.config import load_config
 from kubesched.extender import AGENTS
 
 OVERLAY = Path(__file__).parents[3] / "deploy" / "extender"
-#: Every agent but image-compatibility, whose plugin does not exist yet: a non-ignorable
-#: extender that cannot start would hold every pod of the profile.
-DEPLOYED = set(AGENTS) - {"image-compatibility"}
+DEPLOYED = set(AGENTS)
 NAMESPACE = "kube-system"
 SERVICE_ACCOUNT = f"system:serviceaccount:{NAMESPACE}:kubesched-agents"
 SA_GROUPS = ("system:serviceaccounts", f"system:serviceaccounts:{NAMESPACE}")
-RBAC_KINDS = {"ServiceAccount", "ClusterRoleBinding", "Role", "RoleBinding"}
+RBAC_KINDS = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -161,3 +159,17 @@ def test_an_agent_runs_with_the_rights_the_overlay_grants(
     with urllib.request.urlopen(request) as r:
         assert json.loads(r.read()) == {"Error": ""}
     assert wait_for(lambda: world.get_pod(name)["spec"].get("nodeName"), 10, "the binding") == node
+
+
+def test_the_image_compatibility_agent_may_read_node_features_and_pull_secrets(
+    rbac_applied: None, kubectl: Kubectl
+) -> None:
+    for verb, resource in (
+        ("list", "nodefeatures.nfd.k8s-sigs.io"),
+        ("watch", "nodefeatures.nfd.k8s-sigs.io"),
+        ("get", "secrets"),
+    ):
+        result = kubectl("auth", "can-i", verb, resource, "-A", f"--as={SERVICE_ACCOUNT}")
+        assert result.stdout.strip() == "yes", (verb, resource, result.stdout, result.stderr)
+    result = kubectl("auth", "can-i", "list", "secrets", "-A", f"--as={SERVICE_ACCOUNT}")
+    assert result.stdout.strip() == "no"  # one secret at a time, by name
