@@ -33,7 +33,8 @@ unit: $(STAMP)
 e2e: $(STAMP) binaries prometheus
 	$(BIN)/pytest -q tests/e2e
 
-## Build (once, cached by version) etcd, kube-apiserver, kube-scheduler and kubectl.
+## Build (once, cached by version) etcd, kube-apiserver, kube-scheduler, kubectl, and for the
+## image-compatibility tests nfd-master and two OCI registries (hack/nfd, hack/registry).
 binaries: $(STAMP)
 	$(BIN)/kubesched cluster binaries
 

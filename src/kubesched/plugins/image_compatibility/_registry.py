@@ -495,7 +495,9 @@ def _json_object(ref: ImageReference, body: bytes, what: str) -> dict[str, Any]:
 
 
 def _index_descriptors(ref: ImageReference, body: bytes, what: str) -> list[Descriptor]:
-    manifests = _json_object(ref, body, what).get("manifests")
+    document = _json_object(ref, body, what)
+    # Go servers write an empty list as null (cuelabs' ociserver does for no referrers).
+    manifests = document.get("manifests") or []
     if not isinstance(manifests, list):
         _fail(ref, f"{what} has no manifests list")
     return [d for d in map(_parse_descriptor, manifests) if d is not None]

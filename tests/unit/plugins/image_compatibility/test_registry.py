@@ -436,7 +436,8 @@ class FakeRegistry:
             if start + self.page_size < len(listed):
                 headers["Link"] = f'<{request.path}?last={start + self.page_size}>; rel="next"'
             listed = listed[start : start + self.page_size]
-        index = {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": listed}
+        # An empty list as a Go server writes it: null.
+        index = {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": listed or None}
         return web.Response(body=json.dumps(index), content_type=OCI_INDEX, headers=headers)
 
 
