@@ -25,8 +25,7 @@ kube-scheduler waits for: it completes the binding of a PV that kube-scheduler's
 pre-bound to a claim (as the PV controller would), and it finishes the graceful deletion of
 preemption victims (as the kubelet would). A pod that kube-scheduler nominates to a node
 (preemption) is followed until it is bound; its entry then has the node it ended on, plus
-``nominatedNodeName``, the message of the attempt that preempted, and ``victims`` (the scenario's
-pods deleted meanwhile).
+``nominatedNodeName`` and ``victims`` (the scenario's pods deleted meanwhile).
 
 Run from the repository root:  python tests/conformance/regenerate.py [SCENARIO ...]
 """
@@ -259,11 +258,7 @@ def outcome(pod: dict[str, Any], handled: bool, age: float) -> dict[str, Any] | 
             reason = c.get("reason", "")
             if reason == "SchedulingGated":
                 return {"node": None, "reason": reason}
-            result = {"node": None, "reason": reason, "message": c.get("message", "")}
-            nominated = (pod.get("status") or {}).get("nominatedNodeName")
-            if nominated:
-                result["nominatedNodeName"] = nominated
-            return result
+            return {"node": None, "reason": reason, "message": c.get("message", "")}
     if not handled and age >= NOT_HANDLED_WAIT:
         return {"node": None, "reason": "NotHandled"}
     return None
@@ -279,7 +274,7 @@ def wait_for(
     """Poll until every pod is decided; the first outcome seen for each, except that a pod
     nominated by preemption is followed until it is bound (see the module doc)."""
     found: dict[str, dict[str, Any]] = {}
-    preempting: dict[str, dict[str, Any]] = {}
+    nominations: dict[str, str] = {}
     start = time.monotonic()
     wanted = {key(p) for p in pods}
     present: set[str] | None = None  # the scenario's pods that exist when the wait starts
@@ -287,8 +282,6 @@ def wait_for(
         if time.monotonic() - start > DECIDE_TIMEOUT:
             missing = sorted(wanted - set(found))
             raise RuntimeError(f"undecided after {DECIDE_TIMEOUT}s: {missing}")
-        complete_pv_bindings(api)
-        finish_deletions(api, namespaces)
         live_pods = {
             key(live): live
             for ns in namespaces
@@ -300,22 +293,25 @@ def wait_for(
         for k, live in live_pods.items():
             if k not in wanted or k in found:
                 continue
+            nominated = (live.get("status") or {}).get("nominatedNodeName")
+            if nominated and not live["spec"].get("nodeName"):
+                nominations.setdefault(k, nominated)
             o = outcome(live, handled[k], time.monotonic() - start)
             if o is None:
                 continue
-            first = preempting.get(k)
-            if first is None and "nominatedNodeName" in o:
-                preempting[k] = first = o
-            if first is None:
+            if k not in nominations:
                 found[k] = o
             elif o["node"] is not None:
-                victims = sorted(gone)
                 found[k] = {
                     "node": o["node"],
-                    "nominatedNodeName": first["nominatedNodeName"],
-                    "message": first["message"],
-                    "victims": victims,
+                    "nominatedNodeName": nominations[k],
+                    "victims": sorted(gone),
                 }
+        complete_pv_bindings(api)
+        # Only once the nomination has been seen: the preemptor cannot be bound before its
+        # victims are gone, so its nomination is never missed between two polls.
+        if set(nominations) - set(found):
+            finish_deletions(api, namespaces)
         time.sleep(POLL)
     return found
 

@@ -1,7 +1,9 @@
 """simulate against the real kube-scheduler: every scenario of tests/conformance, pod by pod.
 
 The expectations (``expected.yaml``) were recorded from kube-scheduler on a real apiserver by
-``tests/conformance/regenerate.py``; see docs/simulate.md. Each scenario is simulated with a few
+``tests/conformance/regenerate.py``; see docs/simulate.md. Each pod is compared on its node; a
+pod left without one on its reason and FailedScheduling message; a pod bound after preempting on
+its nominated node and its victims. Each scenario is simulated with a few
 seeds: a tie between top-scored nodes would make kube-scheduler's recorded choice a coin toss, so
 a scenario must make the best node unique, and a seed-dependent result fails here.
 """
@@ -71,6 +73,9 @@ def test_pod_as_kube_scheduler_decided(scenario: str, expected: dict[str, Any]) 
         got = _simulated(scenario, seed)[expected["pod"]]
         where = f"{scenario}, seed {seed}: {expected['pod']}"
         assert got.node == expected["node"], f"{where}: {got.reason}: {got.message}"
+        # A pod kube-scheduler bound after preempting: where it was nominated, whom it evicted.
+        assert got.nominated_node == expected.get("nominatedNodeName"), where
+        assert sorted(got.victims) == expected.get("victims", []), where
         if expected["node"] is None:
             assert got.reason == expected["reason"], where
             if "message" in expected:
@@ -110,5 +115,15 @@ def test_every_default_plugin_is_covered() -> None:
         "node-unschedulable",
         "scheduling-gates",
         "priority-sort",
+        "inter-pod-affinity-required",
+        "inter-pod-affinity-preferred",
+        "inter-pod-affinity-args",
+        "pod-topology-spread-filter",
+        "pod-topology-spread-score",
+        "preemption",
+        "volume-binding",
+        "volume-zone",
+        "node-volume-limits",
+        "volume-restrictions",
     ):
         assert needed in names
