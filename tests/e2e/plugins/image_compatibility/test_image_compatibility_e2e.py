@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from compat_specs import AVX512_OR_NEW_KERNEL, NVIDIA_GPU
 from e2e.annotator.field_e2e import GROUP_LABEL, annotated_node, new_group, nodes, scheduler
 from e2e.nfd import install_nfd_crds
 from e2e.scheduler.sched_e2e import (
@@ -40,43 +42,11 @@ NODE_NAME_LABEL = "nfd.node.kubernetes.io/node-name"
 NODE_FEATURES = "/apis/nfd.k8s-sigs.io/v1alpha1/namespaces/{ns}/nodefeatures"
 EVENT_REASON = "ImageCompatibilityUnavailable"
 
-AVX512_OR_NEW_KERNEL = b"""\
-version: v1alpha1
-compatibilities:
-- tag: avx512
-  weight: 90
-  rules:
-  - name: avx512
-    matchFeatures:
-    - feature: cpu.cpuid
-      matchExpressions:
-        AVX512F: {op: Exists}
-- tag: new-kernel
-  weight: 10
-  rules:
-  - name: kernel
-    matchFeatures:
-    - feature: kernel.version
-      matchExpressions:
-        major: {op: Ge, value: ["7"]}
-"""
-
-NVIDIA_GPU = b"""\
-version: v1alpha1
-compatibilities:
-- rules:
-  - name: nvidia-gpu
-    matchFeatures:
-    - feature: pci.device
-      matchExpressions:
-        vendor: {op: In, value: ["10de"]}
-"""
-
 FEATURES: dict[str, dict[str, Any] | None] = {
     "old": {"attributes": {"kernel.version": {"elements": {"major": "5", "minor": "15"}}}},
     "avx": {
         "flags": {"cpu.cpuid": {"elements": {"AVX512F": {}, "AVX2": {}}}},
-        "attributes": {"kernel.version": {"elements": {"major": "6", "minor": "8"}}},
+        "attributes": {"kernel.version": {"elements": {"major": "5", "minor": "4"}}},
     },
     "bare": None,  # no NodeFeature at all
 }
@@ -169,21 +139,37 @@ def warning_event(client: AdminClient, ns: str, pod: str, proc: SchedulerProcess
     return str(events[0]["note"])
 
 
+@dataclass
+class Setup:
+    """A registry, three nodes of a group of their own with their NodeFeatures, a profile."""
+
+    registry: Registry
+    group: str
+    names: dict[str, str]
+    profile: str
+
+
+@contextlib.contextmanager
+def setup(client: AdminClient, ns: str, workdir: Path, prefix: str) -> Iterator[Setup]:
+    install_nfd_crds(client)
+    g = new_group()
+    names = {k: f"{prefix}-{g}-{k}" for k in FEATURES}
+    with (
+        registry_at(workdir / "registry") as reg,
+        nodes(client, [annotated_node(n, g) for n in names.values()]),
+    ):
+        node_features(client, ns, names)
+        yield Setup(reg, g, names, f"{prefix}-{g}")
+
+
 def test_pods_land_only_on_compatible_nodes(
     admin_client: AdminClient,
     control_plane: ClusterInfo,
     namespace: str,
     tmp_path: Path,
 ) -> None:
-    install_nfd_crds(admin_client)
-    g = new_group()
-    names = {k: f"ic-{g}-{k}" for k in FEATURES}
-    profile = f"ic-{g}"
-    with (
-        registry_at(tmp_path / "registry") as reg,
-        nodes(admin_client, [annotated_node(n, g) for n in names.values()]),
-    ):
-        node_features(admin_client, namespace, names)
+    with setup(admin_client, namespace, tmp_path, "ic") as s:
+        reg, g, names, profile = s.registry, s.group, s.names, s.profile
         compatible = push_image(reg, "app", "v1")
         attach_artifact(reg, "app", compatible, AVX512_OR_NEW_KERNEL)
         gpu = push_image(reg, "gpu-app", "v1")
@@ -198,13 +184,13 @@ def test_pods_land_only_on_compatible_nodes(
             pod_with_image(admin_client, namespace, profile, "plain", reg.image("plain", "v1"), g)
             gpu_image = reg.image("gpu-app", "v1")
             pod_with_image(admin_client, namespace, profile, "gpu", gpu_image, g)
-            # Only "avx" has AVX-512, and no node has kernel 7.
+            # Only "avx" has AVX-512, and no node has kernel 6.
             assert bound(admin_client, namespace, "compatible", proc) == names["avx"]
             assert bound(admin_client, namespace, "plain", proc) in names.values()
             message = unschedulable_message(
                 admin_client, namespace, "gpu", proc, f"image {gpu_image} not compatible"
             )
-            assert f'3 image {gpu_image} not compatible: rule "nvidia-gpu"' in message
+            assert f'3 image {gpu_image} not compatible: rule "gpu"' in message
             # The registry goes away before "late"'s artifact was ever looked up: under
             # failurePolicy Fail the pod waits, retried, and a Warning event says why.
             reg.stop()
@@ -227,15 +213,8 @@ def test_ignore_policy_schedules_when_the_registry_is_down(
     namespace: str,
     tmp_path: Path,
 ) -> None:
-    install_nfd_crds(admin_client)
-    g = new_group()
-    names = {k: f"ii-{g}-{k}" for k in FEATURES}
-    profile = f"ii-{g}"
-    with (
-        registry_at(tmp_path / "registry") as reg,
-        nodes(admin_client, [annotated_node(n, g) for n in names.values()]),
-    ):
-        node_features(admin_client, namespace, names)
+    with setup(admin_client, namespace, tmp_path, "ii") as s:
+        reg, g, profile = s.registry, s.group, s.profile
         image = push_image(reg, "app", "v1")
         attach_artifact(reg, "app", image, NVIDIA_GPU)
         reg.stop()
@@ -244,6 +223,6 @@ def test_ignore_policy_schedules_when_the_registry_is_down(
             # No node has the GPU the spec asks for, but the spec cannot be read: Ignore lets
             # the pod schedule, and says so.
             pod_with_image(admin_client, namespace, profile, "p", reg.image("app", "v1"), g)
-            assert bound(admin_client, namespace, "p", proc) in names.values()
+            assert bound(admin_client, namespace, "p", proc) in s.names.values()
             note = warning_event(admin_client, namespace, "p", proc)
             assert "failurePolicy Ignore" in note

@@ -17,6 +17,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from builders import make_node, make_pod
+from compat_specs import AVX512_OR_NEW_KERNEL, NVIDIA_GPU
 from kubesched.api import Pod
 from kubesched.config import ConfigError, load_config_from_dict
 from kubesched.framework import (
@@ -57,38 +58,8 @@ IMAGE = f"{REG}/app:v1"
 DIGEST = "sha256:" + "a" * 64
 OTHER_DIGEST = "sha256:" + "b" * 64
 
-SPEC = b"""
-version: v1alpha1
-compatibilities:
-- tag: avx512
-  weight: 90
-  rules:
-  - name: avx512
-    matchFeatures:
-    - feature: cpu.cpuid
-      matchExpressions:
-        AVX512F: {op: Exists}
-- tag: new-kernel
-  weight: 10
-  rules:
-  - name: kernel
-    matchFeatures:
-    - feature: kernel.version
-      matchExpressions:
-        major: {op: Ge, value: ["6"]}
-"""
-
-SIMPLE_SPEC = b"""
-version: v1alpha1
-compatibilities:
-- weight: 5
-  rules:
-  - name: gpu
-    matchFeatures:
-    - feature: pci.device
-      matchExpressions:
-        vendor: {op: In, value: ["10de"]}
-"""
+SPEC = AVX512_OR_NEW_KERNEL
+SIMPLE_SPEC = NVIDIA_GPU
 
 
 class FakeRegistry:
