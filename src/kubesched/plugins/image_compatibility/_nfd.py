@@ -53,6 +53,7 @@ import functools
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Final
 
 import msgspec
@@ -599,7 +600,8 @@ class CompiledRule:
         if rule.vars_template:
             raise RuleError(f"{prefix}varsTemplate", "templates are not supported; use vars")
         self.label = f'rule "{rule.name}"'
-        self.vars: Mapping[str, str] = dict(rule.vars)
+        # Read-only: every match of the rule hands out this same mapping.
+        self.vars: Mapping[str, str] = MappingProxyType(dict(rule.vars))
         self.matched = MatchResult(True, "", self.vars)
         self.match_features = tuple(
             _Term(t, f"{prefix}matchFeatures[{i}]") for i, t in enumerate(rule.match_features)
