@@ -171,7 +171,8 @@ class APIClient:
 
     With ``pool`` (a :class:`~kubesched.kube._http1.ConnectionPool`, as
     :meth:`from_kubeconfig` sets up), ordinary requests go over its kept-alive HTTP/1.1
-    connections, at most ``max_in_flight`` of them, and ``http`` carries only watches.
+    connections, at most ``max_in_flight`` of them, and watches over connections it opens for
+    each; ``http`` is then not used by the client itself.
     """
 
     def __init__(
@@ -227,9 +228,10 @@ class APIClient:
         plugin, a proxy, or ``lean=False``) they go through ``httpx2``: with ``http2`` (and the
         ``h2`` package installed, and the server offering it over TLS ALPN) on one multiplexed
         HTTP/2 connection, where a read lost to a GOAWAY is repeated once over HTTP/1.1;
-        without it over HTTP/1.1, up to ``max_connections`` connections. Watches always use
-        ``httpx2`` over HTTP/1.1 connections of their own. ``timeout`` bounds an ordinary
-        request (each phase of it with ``httpx2``); watches set their own read timeout.
+        without it over HTTP/1.1, up to ``max_connections`` connections. Each watch has an
+        HTTP/1.1 connection of its own (the pool's, or ``httpx2``'s), closed when it ends.
+        ``timeout`` bounds an ordinary request (each phase of it with ``httpx2``); watches set
+        their own read timeout.
         """
         from lightkube.config.client_adapter import ConnectionParams  # noqa: PLC0415
 
@@ -408,9 +410,14 @@ class APIClient:
         """GET ``path`` and yield an iterator over the lines of the streamed body (a watch).
 
         Error responses raise before anything is yielded. A transport failure while reading
-        raises :class:`~kubesched.kube.APIConnectionError` from the iterator.
+        raises :class:`~kubesched.kube.APIConnectionError` from the iterator. The connection
+        is closed when the block ends, so the server stops sending.
         """
         await self._throttle()
+        if self._pool is not None:
+            async with self._pooled_stream(path, params, read_timeout) as lines:
+                yield lines
+            return
         current = self._stream_http.timeout
         timeout = httpx2.Timeout(
             connect=current.connect, read=read_timeout, write=current.write, pool=current.pool
@@ -430,9 +437,32 @@ class APIClient:
                 except httpx2.TransportError:
                     body = b""
                 raise error_from_response(response.status_code, body, response.headers)
-            yield iter_lines(response, path)
+            yield iter_lines(response.aiter_bytes(), path)
         finally:
             await response.aclose()
+
+    @contextlib.asynccontextmanager
+    async def _pooled_stream(
+        self, path: str, params: Params | None, read_timeout: float | None
+    ) -> AsyncIterator[AsyncIterator[bytes]]:
+        assert self._pool is not None
+        self.requests_total += 1
+        try:
+            body = await self._pool.open_stream(
+                path, query=query_string(params), read_timeout=read_timeout
+            )
+        except TransportError as exc:
+            raise APIConnectionError(f"GET {path}: {exc}") from exc
+        try:
+            if body.status >= 400:
+                try:
+                    content = await body.read()
+                except TransportError:
+                    content = b""
+                raise error_from_response(body.status, content, body.headers)
+            yield iter_lines(body.chunks(), path)
+        finally:
+            body.close()
 
     async def _send(
         self, http: httpx2.AsyncClient, request: httpx2.Request, *, stream: bool
@@ -725,11 +755,11 @@ def _clean_params(params: Params | None) -> dict[str, Any] | None:
     return {k: v for k, v in params.items() if v is not None}
 
 
-async def iter_lines(response: httpx2.Response, what: str = "") -> AsyncIterator[bytes]:
+async def iter_lines(chunks: AsyncIterator[bytes], what: str = "") -> AsyncIterator[bytes]:
     """The non-empty lines of a streamed response body, without their newline."""
     pending: list[bytes] = []
     try:
-        async for chunk in response.aiter_bytes():
+        async for chunk in chunks:
             if b"\n" not in chunk:
                 pending.append(chunk)
                 continue
@@ -745,7 +775,7 @@ async def iter_lines(response: httpx2.Response, what: str = "") -> AsyncIterator
                     yield line
             if tail:
                 pending.append(tail)
-    except httpx2.TransportError as exc:
+    except (httpx2.TransportError, TransportError) as exc:
         raise APIConnectionError(f"reading {what}: {type(exc).__name__}: {exc}") from exc
     if pending:
         last = b"".join(pending).strip()

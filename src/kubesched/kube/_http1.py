@@ -10,7 +10,9 @@ library, client certificates and CA from the kubeconfig) and reads the answer by
 binding never waits behind another request's bytes.
 
 It speaks only what kube-apiserver answers to JSON requests: no compression, no redirects, no
-proxies, no ``Expect: 100-continue``. Watches stay on the general-purpose client.
+proxies, no ``Expect: 100-continue``. A watch gets a connection of its own
+(:meth:`ConnectionPool.open_stream`), read chunk by chunk as events arrive and closed when the
+watch ends, so the server stops sending.
 """
 
 from __future__ import annotations
@@ -20,11 +22,11 @@ import contextlib
 import ssl
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Final
 
-__all__ = ["ConnectionPool", "Credentials", "HTTPResponse", "TransportError"]
+__all__ = ["BodyStream", "ConnectionPool", "Credentials", "HTTPResponse", "TransportError"]
 
 #: Longest status line plus headers accepted in an answer.
 _HEADER_LIMIT: Final = 1 << 20
@@ -47,6 +49,63 @@ class HTTPResponse:
         self.status = status
         self.body = body
         self.headers = headers
+
+
+class BodyStream:
+    """An answer whose body is read as it arrives, on a connection of its own; :meth:`close`
+    it when done (a body not read to its end cannot leave the connection reusable anyway)."""
+
+    def __init__(
+        self,
+        status: int,
+        headers: dict[str, str],
+        conn: _Connection,
+        read_timeout: float | None,
+    ) -> None:
+        self.status = status
+        self.headers = headers
+        self._conn = conn
+        self._read_timeout = read_timeout
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """The body's bytes as they come; ``TransportError`` when the connection fails or
+        nothing arrives for ``read_timeout`` seconds."""
+        reader = self._conn.reader
+        chunked = "chunked" in self.headers.get("transfer-encoding", "").lower()
+        length = self.headers.get("content-length")
+        remaining = -1 if chunked or length is None else int(length)
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(None) as deadline:
+                while remaining:
+                    if self._read_timeout is not None:
+                        deadline.reschedule(loop.time() + self._read_timeout)
+                    if chunked:
+                        data = await _read_chunk(reader)
+                        if data is None:
+                            return
+                    else:
+                        data = await reader.read(65536 if remaining < 0 else min(remaining, 65536))
+                        if not data:
+                            if remaining > 0:
+                                raise EOFError("the connection ended before the body did")
+                            return
+                        if remaining > 0:
+                            remaining -= len(data)
+                    # No deadline while the reader has the data: it is the reading that is timed.
+                    deadline.reschedule(None)
+                    yield data
+        except TimeoutError as exc:
+            raise TransportError(f"nothing read for {self._read_timeout} s") from exc
+        except (OSError, EOFError, ValueError, asyncio.LimitOverrunError) as exc:
+            raise TransportError(f"{type(exc).__name__}: {exc}") from exc
+
+    async def read(self) -> bytes:
+        """The rest of the body."""
+        return b"".join([chunk async for chunk in self.chunks()])
+
+    def close(self) -> None:
+        self._conn.close()
 
 
 class Credentials:
@@ -190,9 +249,48 @@ class ConnectionPool:
             response = await self._exchange(method, target, body, content_type, limit)
         return response
 
-    async def _exchange(
-        self, method: str, target: str, body: bytes | None, content_type: str, limit: float | None
-    ) -> HTTPResponse:
+    async def open_stream(
+        self,
+        path: str,
+        *,
+        query: str = "",
+        timeout: float | None = None,  # noqa: ASYNC109  (until the answer's headers)
+        read_timeout: float | None = None,
+    ) -> BodyStream:
+        """GET ``path`` on a new connection of its own and return once the answer's headers are
+        in (within ``timeout``, default the pool's); the body is read from the returned stream,
+        each read within ``read_timeout``. A 401 with a token file re-reads it and asks again
+        once, as :meth:`request` does."""
+        target = f"{self._prefix}{path}?{query}" if query else f"{self._prefix}{path}"
+        limit = self.timeout if timeout is None else timeout
+        stream = await self._open_stream(target, limit, read_timeout)
+        if stream.status == 401 and self._credentials.reload():
+            stream.close()
+            stream = await self._open_stream(target, limit, read_timeout)
+        return stream
+
+    async def _open_stream(
+        self, target: str, limit: float | None, read_timeout: float | None
+    ) -> BodyStream:
+        if self._closed:
+            raise TransportError("the connection pool is closed")
+        conn = None
+        try:
+            async with asyncio.timeout(limit):
+                conn = await self._connect()
+                conn.writer.write(self._head("GET", target, None, ""))
+                status, headers, _ = await _read_head(conn.reader)
+        except BaseException as exc:
+            if conn is not None:
+                conn.close()
+            if isinstance(exc, TimeoutError):
+                raise TransportError(f"no answer within {limit} s") from exc
+            if isinstance(exc, OSError | EOFError | ValueError | asyncio.LimitOverrunError):
+                raise TransportError(f"{type(exc).__name__}: {exc}") from exc
+            raise
+        return BodyStream(status, headers, conn, read_timeout)
+
+    def _head(self, method: str, target: str, body: bytes | None, content_type: str) -> bytes:
         head = f"{method} {target} HTTP/1.1\r\n".encode("latin-1") + self._common_headers()
         if body is not None:
             head += f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n\r\n".encode(
@@ -203,6 +301,12 @@ class ConnectionPool:
             payload = head + b"Content-Length: 0\r\n\r\n"
         else:
             payload = head + b"\r\n"
+        return payload
+
+    async def _exchange(
+        self, method: str, target: str, body: bytes | None, content_type: str, limit: float | None
+    ) -> HTTPResponse:
+        payload = self._head(method, target, body, content_type)
         conn = None
         try:
             async with asyncio.timeout(limit):
@@ -312,6 +416,25 @@ async def _read_response(
     reader: asyncio.StreamReader, *, head_only: bool
 ) -> tuple[HTTPResponse, bool]:
     """One answer: the response and whether the connection may carry another request."""
+    status, headers, keep = await _read_head(reader)
+    if head_only or status in (204, 304):
+        body = b""
+    elif "chunked" in headers.get("transfer-encoding", "").lower():
+        parts = []
+        while (chunk := await _read_chunk(reader)) is not None:
+            parts.append(chunk)
+        body = b"".join(parts)
+    elif (length := headers.get("content-length")) is not None:
+        body = await reader.readexactly(int(length))
+    else:
+        body = await reader.read()  # delimited by the end of the connection
+        keep = False
+    return HTTPResponse(status, body, headers), keep
+
+
+async def _read_head(reader: asyncio.StreamReader) -> tuple[int, dict[str, str], bool]:
+    """Status line and headers: the status, the headers (lower-case names), and whether the
+    connection may carry another request once the body is read."""
     while True:
         raw = await reader.readuntil(b"\r\n\r\n")
         lines = raw[:-4].split(b"\r\n")
@@ -327,27 +450,17 @@ async def _read_response(
         if sep:
             headers[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
     keep = version == b"HTTP/1.1" and headers.get("connection", "").lower() != "close"
-    if head_only or status in (204, 304):
-        body = b""
-    elif "chunked" in headers.get("transfer-encoding", "").lower():
-        body = await _read_chunked(reader)
-    elif (length := headers.get("content-length")) is not None:
-        body = await reader.readexactly(int(length))
-    else:
-        body = await reader.read()  # delimited by the end of the connection
-        keep = False
-    return HTTPResponse(status, body, headers), keep
+    return status, headers, keep
 
 
-async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
-    parts: list[bytes] = []
-    while True:
-        size_line = await reader.readuntil(b"\r\n")
-        size = int(size_line.split(b";", 1)[0], 16)
-        if size == 0:
-            # Trailers, if any, end with an empty line.
-            while await reader.readuntil(b"\r\n") != b"\r\n":
-                pass
-            return b"".join(parts)
-        chunk = await reader.readexactly(size + 2)
-        parts.append(chunk[:-2])
+async def _read_chunk(reader: asyncio.StreamReader) -> bytes | None:
+    """The next chunk of a chunked body; ``None`` after the last one (and its trailers)."""
+    size_line = await reader.readuntil(b"\r\n")
+    size = int(size_line.split(b";", 1)[0], 16)
+    if size == 0:
+        # Trailers, if any, end with an empty line.
+        while await reader.readuntil(b"\r\n") != b"\r\n":
+            pass
+        return None
+    chunk = await reader.readexactly(size + 2)
+    return chunk[:-2]

@@ -12,7 +12,8 @@ import pytest
 from kubesched.kube._client import query_string
 from kubesched.kube._http1 import ConnectionPool, Credentials, TransportError
 
-Answer = Callable[["Seen"], Awaitable[bytes]]
+#: The bytes of an answer, or pieces of it written one after the other (a streamed body).
+Answer = Callable[["Seen"], Awaitable[bytes | list[bytes]]]
 
 
 @dataclass
@@ -57,9 +58,12 @@ class Server:
                     answer = await self.answer(seen)
                 finally:
                     self.inside -= 1
-                writer.write(answer)
-                await writer.drain()
-                if self.hang_up or b"Connection: close" in answer:
+                pieces = answer if isinstance(answer, list) else [answer]
+                for piece in pieces:
+                    writer.write(piece)
+                    await writer.drain()
+                    await asyncio.sleep(0.01)
+                if self.hang_up or b"Connection: close" in pieces[0]:
                     return
         finally:
             writer.close()
@@ -99,7 +103,7 @@ def pool_for(server: Server, **kwargs: object) -> ConnectionPool:
 async def test_requests_share_kept_alive_connections(
     serve: Callable[..., Awaitable[Server]],
 ) -> None:
-    async def answer(seen: Seen) -> bytes:
+    async def answer(seen: Seen) -> bytes | list[bytes]:
         return reply(201, b'{"echo":"' + seen.body + b'"}')
 
     server = await serve(answer)
@@ -121,7 +125,7 @@ async def test_requests_share_kept_alive_connections(
 
 
 async def test_at_most_max_connections_in_flight(serve: Callable[..., Awaitable[Server]]) -> None:
-    async def answer(seen: Seen) -> bytes:
+    async def answer(seen: Seen) -> bytes | list[bytes]:
         await asyncio.sleep(0.01)
         return reply(200)
 
@@ -135,7 +139,7 @@ async def test_at_most_max_connections_in_flight(serve: Callable[..., Awaitable[
 
 
 async def test_chunked_answers_and_error_headers(serve: Callable[..., Awaitable[Server]]) -> None:
-    async def answer(seen: Seen) -> bytes:
+    async def answer(seen: Seen) -> bytes | list[bytes]:
         return (
             b"HTTP/1.1 429 Too Many Requests\r\nTransfer-Encoding: chunked\r\n"
             b"Retry-After: 3\r\n\r\n4\r\nab\r\n\r\n3;x=y\r\ncde\r\n0\r\nTrailer: 1\r\n\r\n"
@@ -156,7 +160,7 @@ async def test_chunked_answers_and_error_headers(serve: Callable[..., Awaitable[
 async def test_connection_close_opens_a_new_connection(
     serve: Callable[..., Awaitable[Server]],
 ) -> None:
-    async def answer(seen: Seen) -> bytes:
+    async def answer(seen: Seen) -> bytes | list[bytes]:
         return reply(200, b"{}", "Connection: close")
 
     server = await serve(answer)
@@ -170,7 +174,7 @@ async def test_connection_close_opens_a_new_connection(
 async def test_a_connection_the_server_closed_is_not_reused(
     serve: Callable[..., Awaitable[Server]],
 ) -> None:
-    async def answer(seen: Seen) -> bytes:
+    async def answer(seen: Seen) -> bytes | list[bytes]:
         return reply(200)
 
     server = await serve(answer)
@@ -188,7 +192,7 @@ async def test_broken_answers_raise_and_free_the_slot(
 ) -> None:
     calls = 0
 
-    async def answer(seen: Seen) -> bytes:
+    async def answer(seen: Seen) -> bytes | list[bytes]:
         nonlocal calls
         calls += 1
         return b"garbage\r\n\r\n" if calls == 1 else reply(200)
@@ -202,7 +206,7 @@ async def test_broken_answers_raise_and_free_the_slot(
 
 
 async def test_timeout_closes_the_connection(serve: Callable[..., Awaitable[Server]]) -> None:
-    async def answer(seen: Seen) -> bytes:
+    async def answer(seen: Seen) -> bytes | list[bytes]:
         if seen.target == "/slow":
             await asyncio.sleep(1)
         return reply(200)
@@ -219,7 +223,7 @@ async def test_timeout_closes_the_connection(serve: Callable[..., Awaitable[Serv
 async def test_cancelled_waiter_passes_its_turn_on(
     serve: Callable[..., Awaitable[Server]],
 ) -> None:
-    async def answer(seen: Seen) -> bytes:
+    async def answer(seen: Seen) -> bytes | list[bytes]:
         await asyncio.sleep(0.05)
         return reply(200)
 
@@ -242,7 +246,7 @@ async def test_token_file_is_read_again_on_401(
     token = tmp_path / "token"
     token.write_text("old\n")
 
-    async def answer(seen: Seen) -> bytes:
+    async def answer(seen: Seen) -> bytes | list[bytes]:
         if seen.headers.get("authorization") == "Bearer new":
             return reply(200)
         token.write_text("new")
@@ -258,7 +262,7 @@ async def test_token_file_is_read_again_on_401(
 async def test_401_with_a_fixed_token_is_not_repeated(
     serve: Callable[..., Awaitable[Server]],
 ) -> None:
-    async def answer(seen: Seen) -> bytes:
+    async def answer(seen: Seen) -> bytes | list[bytes]:
         return reply(401)
 
     server = await serve(answer)
@@ -269,7 +273,7 @@ async def test_401_with_a_fixed_token_is_not_repeated(
 
 
 async def test_closed_pool_refuses_requests(serve: Callable[..., Awaitable[Server]]) -> None:
-    async def answer(seen: Seen) -> bytes:
+    async def answer(seen: Seen) -> bytes | list[bytes]:
         return reply(200)
 
     server = await serve(answer)
@@ -287,6 +291,66 @@ async def test_connection_refused_is_a_transport_error() -> None:
     pool = ConnectionPool("127.0.0.1", port, ssl_context=None, user_agent="t")
     with pytest.raises(TransportError):
         await pool.request("GET", "/x")
+
+
+WATCH_HEAD = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+)
+
+
+def chunk(data: bytes) -> bytes:
+    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+
+async def test_stream_reads_chunks_as_they_come_on_a_connection_of_its_own(
+    serve: Callable[..., Awaitable[Server]],
+) -> None:
+    async def answer(seen: Seen) -> bytes | list[bytes]:
+        if seen.target.startswith("/watch"):
+            return [WATCH_HEAD, chunk(b'{"a":1}\n'), chunk(b'{"b":'), chunk(b"2}\n"), b"0\r\n\r\n"]
+        return reply(200)
+
+    server = await serve(answer)
+    pool = pool_for(server)
+    await pool.request("GET", "/x")
+    stream = await pool.open_stream("/watch", query="watch=true", read_timeout=5)
+    assert stream.status == 200
+    pieces = [piece async for piece in stream.chunks()]
+    stream.close()
+    await pool.request("GET", "/y")
+    await pool.aclose()
+    assert b"".join(pieces) == b'{"a":1}\n{"b":2}\n'
+    assert len(pieces) == 3
+    assert server.connections == 2  # the watch did not take the pool's connection
+    assert server.requests[1].target == "/watch?watch=true"
+
+
+async def test_stream_read_timeout_and_error_bodies(
+    serve: Callable[..., Awaitable[Server]],
+) -> None:
+    async def answer(seen: Seen) -> bytes | list[bytes]:
+        if seen.target == "/silent":
+            return [WATCH_HEAD, chunk(b"x\n"), *[b""] * 50]  # then nothing for 0.5 s
+        return reply(410, b'{"kind":"Status","code":410}')
+
+    server = await serve(answer)
+    pool = pool_for(server)
+    gone = await pool.open_stream("/gone")
+    assert (gone.status, await gone.read()) == (410, b'{"kind":"Status","code":410}')
+    gone.close()
+    silent = await pool.open_stream("/silent", read_timeout=0.2)
+    got = []
+
+    async def slow_reader() -> None:
+        async for piece in silent.chunks():
+            got.append(piece)
+            await asyncio.sleep(0.3)  # the reader's own time does not count
+
+    with pytest.raises(TransportError, match=r"nothing read for 0\.2 s"):
+        await slow_reader()
+    silent.close()
+    await pool.aclose()
+    assert got == [b"x\n"]
 
 
 def test_query_string_as_httpx_encodes_it() -> None:
