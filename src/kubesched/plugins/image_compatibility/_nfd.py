@@ -36,8 +36,9 @@ applied to element names), or both. The semantics below are NFD's, including the
   Once a rule has run, ``rule.matched`` exists, even if empty.
 
 Rules are validated and compiled once (:func:`compile_rule`): regular expressions compiled,
-numbers and versions parsed, feature names lower-cased, failure messages prepared. Matching a
-compiled rule against a node allocates nothing on success.
+numbers and versions parsed, feature names lower-cased, failure messages prepared. A rule
+that matches allocates nothing unless it uses matchName or back-references; only a failure
+builds its message.
 
 Differences from NFD, all at decode time: a rule NFD would only trip over when an expression
 meets a value (an unknown op, a wrong number of values, a bad number, version or regexp) is
@@ -262,6 +263,8 @@ _VERSION: Final = re.compile(
     r"(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?"
 )
 _MAX_VERSION_LEN: Final = 256
+# ``\z`` not itself escaped (``\\z`` is a backslash and a z).
+_GO_END_OF_TEXT: Final = re.compile(r"(?<!\\)((?:\\\\)*)\\z")
 # Longest element value quoted in a failure message.
 _QUOTE_MAX: Final = 40
 
@@ -303,7 +306,7 @@ def _version(s: str) -> tuple[int, int, int] | None:
 @functools.lru_cache(maxsize=1024)
 def _regexp(pattern: str) -> re.Pattern[str]:
     """Compiled once per distinct pattern, whichever rule uses it. Go's ``\\z`` is ``\\Z``."""
-    return re.compile(pattern.replace(r"\z", r"\Z"), re.ASCII)
+    return re.compile(_GO_END_OF_TEXT.sub(r"\1\\Z", pattern), re.ASCII)
 
 
 def _quote(value: str) -> str:

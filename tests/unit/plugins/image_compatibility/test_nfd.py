@@ -1068,6 +1068,7 @@ REGEXPS = [
     ("search, not full match", "AV", "xAVX2", True),
     ("Go's end of text", r"AVX\z", "AVX", True),
     ("Go's end of text before a newline", r"AVX\z", "AVX\n", False),
+    ("a backslash and a z", r"a\\z", "a\\z", True),
     ("ASCII digits only", r"^\d+$", "\u0663", False),
     ("ASCII word characters only", r"^\w+$", "\u00e9", False),
 ]
