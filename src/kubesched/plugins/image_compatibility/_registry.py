@@ -86,6 +86,8 @@ _TOKEN_EXPIRY_MARGIN = 5.0
 #: Token lifetime when the issuer states none (the distribution token spec's default).
 _DEFAULT_TOKEN_SECONDS = 60.0
 _CHUNK = 64 << 10
+#: Cached authorizations kept at most (expired ones are dropped first when it is reached).
+_MAX_AUTHORIZATIONS = 1024
 
 
 # --- image references ------------------------------------------------------------------------
@@ -595,7 +597,7 @@ def _next_link(response: aiohttp.ClientResponse) -> str | None:
     for link in response.headers.getall("Link", []):
         match = re.match(r'\s*<([^>]*)>\s*;\s*rel="?next"?', link)
         if match:
-            return urllib.parse.urljoin(str(response.url), match.group(1))
+            return str(urllib.parse.urljoin(str(response.url), match.group(1)))
     return None
 
 
@@ -637,8 +639,8 @@ class RegistryClient:
             except (OSError, ssl.SSLError) as err:
                 raise ValueError(f"cannot load CA bundle {ca_file}: {err}") from err
         self._session: aiohttp.ClientSession | None = None
-        # (registry, scope, username) -> an Authorization header; username "" is anonymous.
-        self._authorizations: dict[tuple[str, str, str], _Authorization] = {}
+        # (registry, scope, credential or None for anonymous) -> what answered its challenge.
+        self._authorizations: dict[tuple[str, str, Credential | None], _Authorization] = {}
 
     async def aclose(self) -> None:
         """Close the HTTP session (idempotent)."""
@@ -703,13 +705,14 @@ class RegistryClient:
                 _fail(ref, f"{what}: unauthorized (HTTP 401) without a Bearer or Basic challenge")
             candidates: list[Credential | None] = [*users] if users else [None]
             for user in candidates:
-                authorization = await self._authorize(ref, challenge, scope, user)
-                if authorization is None:
+                answer = await self._authorize(ref, challenge, scope, user)
+                if answer is None:
                     continue  # the token service refused this user: kubelet tries the next
                 reply = await self._send(
-                    ref, method, target, accept, authorization, params, limit, what
+                    ref, method, target, accept, answer.header, params, limit, what
                 )
                 if reply.status != 401:
+                    self._remember((ref.registry, scope, user), answer)
                     return reply
         except _NETWORK_ERRORS as err:
             _fail(ref, f"{what}: {type(err).__name__}: {err}", retryable=True)
@@ -743,16 +746,28 @@ class RegistryClient:
     def _cached_authorization(
         self, registry: str, scope: str, users: Sequence[Credential]
     ) -> str | None:
+        """A still valid answer that worked before for one of ``users``, or anonymously."""
         now = time.monotonic()
-        for username in [*(u.username for u in users), ""]:
-            cached = self._authorizations.get((registry, scope, username))
+        for user in [*users, None]:
+            cached = self._authorizations.get((registry, scope, user))
             if cached is not None and cached.expires > now:
                 return cached.header
         return None
 
+    def _remember(
+        self, key: tuple[str, str, Credential | None], authorization: _Authorization
+    ) -> None:
+        if len(self._authorizations) >= _MAX_AUTHORIZATIONS:
+            now = time.monotonic()
+            for stale in [k for k, a in self._authorizations.items() if a.expires <= now]:
+                del self._authorizations[stale]
+            if len(self._authorizations) >= _MAX_AUTHORIZATIONS:
+                self._authorizations.clear()  # a burst of live ones: start over, tokens renew
+        self._authorizations[key] = authorization
+
     async def _authorize(
         self, ref: ImageReference, challenge: Challenge, scope: str, user: Credential | None
-    ) -> str | None:
+    ) -> _Authorization | None:
         """The Authorization header answering ``challenge`` as ``user`` (anonymous if None),
         or None when the token service refuses that user."""
         username = user.username if user else ""
@@ -764,8 +779,7 @@ class RegistryClient:
                 _fail(
                     ref, "the registry wants a username and password; no image pull secret matches"
                 )
-            self._authorizations[(ref.registry, scope, username)] = _Authorization(basic, math.inf)
-            return basic
+            return _Authorization(basic, math.inf)
         realm = challenge.params.get("realm", "")
         if not realm.startswith(("https://", "http://")):
             _fail(ref, f"the registry's token realm {realm!r} is not an HTTP URL")
@@ -795,10 +809,8 @@ class RegistryClient:
         seconds = _DEFAULT_TOKEN_SECONDS
         if isinstance(expires_in, int | float) and not isinstance(expires_in, bool):
             seconds = float(expires_in) if expires_in > 0 else seconds
-        header = f"Bearer {token}"
         expires = time.monotonic() + max(seconds - _TOKEN_EXPIRY_MARGIN, 0.0)
-        self._authorizations[(ref.registry, scope, username)] = _Authorization(header, expires)
-        return header
+        return _Authorization(f"Bearer {token}", expires)
 
     # --- API ---
 
