@@ -49,7 +49,7 @@ from kubesched.scheduler import (
 )
 
 #: ``bench core --profile`` -> workload whose node and pod shapes it uses.
-PROFILES = {"default": "basic", "mixed": "mixed"}
+PROFILES = {"default": "basic", "mixed": "mixed", "spread": "spread"}
 NAMESPACE = "bench"
 #: How often the run checks whether it is over (and reports progress).
 _POLL = 0.05

@@ -1,12 +1,18 @@
 """Was the outcome correct, and how good is it: from the nodes and the bound pods alone.
 
 The check never asks the scheduler: it recomputes each node's requests from the pods bound to
-it, so a scheduler whose cache went wrong is caught.
+it, so a scheduler whose cache went wrong is caught. Pod constraints are checked on the final
+placement: no pod shares a topology domain with a pod its required anti-affinity terms match
+(terms with ``namespaces`` or the pod's own namespace), and every DoNotSchedule topology spread
+constraint ends within its maxSkew over all nodes that have the topology key. The skew bound holds
+at the end when it held at every placement, since the minimum only grows; it assumes the
+constraint counted every such node (no node affinity or taints narrowing the domains).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from kubesched.api import (
@@ -15,6 +21,7 @@ from kubesched.api import (
     Node,
     Pod,
     find_untolerated_taint,
+    label_selector_matches,
     node_allocatable,
     node_selector_matches,
     pod_requests,
@@ -58,11 +65,81 @@ def constraint_violation(pod: Pod, node: Node) -> str | None:
     return None
 
 
+def anti_affinity_violations(nodes: dict[str, Node], pods: Sequence[Pod]) -> list[str]:
+    """Bound pods sharing a domain with a pod that their required anti-affinity terms match."""
+    # topology key -> value -> the pods bound in that domain, built per key on first use
+    domains: dict[str, dict[str, list[Pod]]] = {}
+    out: list[str] = []
+    for pod in pods:
+        affinity = pod.spec.affinity
+        anti = affinity.pod_anti_affinity if affinity is not None else None
+        if anti is None:
+            continue
+        labels = nodes[pod.spec.node_name].metadata.labels
+        for term in anti.required_during_scheduling_ignored_during_execution:
+            value = labels.get(term.topology_key)
+            if value is None:
+                continue
+            if term.topology_key not in domains:
+                by_value: dict[str, list[Pod]] = {}
+                for other in pods:
+                    v = nodes[other.spec.node_name].metadata.labels.get(term.topology_key)
+                    if v is not None:
+                        by_value.setdefault(v, []).append(other)
+                domains[term.topology_key] = by_value
+            namespaces = term.namespaces or [pod.metadata.namespace]
+            for other in domains[term.topology_key][value]:
+                if (
+                    other is not pod
+                    and other.metadata.namespace in namespaces
+                    and label_selector_matches(term.label_selector, other.metadata.labels)
+                ):
+                    out.append(f"{pod.key} on {pod.spec.node_name}: anti-affinity to {other.key}")
+    return out
+
+
+def spread_violations(nodes: dict[str, Node], pods: Sequence[Pod]) -> list[str]:
+    """DoNotSchedule topology spread constraints whose final skew exceeds their maxSkew."""
+    out: list[str] = []
+    seen: set[tuple[str, str, int, str]] = set()
+    for pod in pods:
+        for c in pod.spec.topology_spread_constraints:
+            if c.when_unsatisfiable != "DoNotSchedule":
+                continue
+            ns = pod.metadata.namespace
+            selector = repr(c.label_selector)
+            if (ns, c.topology_key, c.max_skew, selector) in seen:
+                continue
+            seen.add((ns, c.topology_key, c.max_skew, selector))
+            counts = Counter(
+                {
+                    n.metadata.labels[c.topology_key]: 0
+                    for n in nodes.values()
+                    if c.topology_key in n.metadata.labels
+                }
+            )
+            for other in pods:
+                value = nodes[other.spec.node_name].metadata.labels.get(c.topology_key)
+                if (
+                    value is not None
+                    and other.metadata.namespace == ns
+                    and label_selector_matches(c.label_selector, other.metadata.labels)
+                ):
+                    counts[value] += 1
+            skew = max(counts.values(), default=0) - min(counts.values(), default=0)
+            if skew > c.max_skew:
+                out.append(
+                    f"{pod.key}'s spread by {c.topology_key}: skew {skew} > maxSkew {c.max_skew}"
+                )
+    return out
+
+
 def check_placement(nodes: Iterable[Node], pods: Iterable[Pod]) -> Placement:
     """Usage per node from the pods bound to it (``spec.nodeName`` set), then the checks."""
     by_name = {n.metadata.name: n for n in nodes}
     usages = {name: NodeUsage(name, dict(node_allocatable(node))) for name, node in by_name.items()}
     violations: list[str] = []
+    placed: list[Pod] = []
     bound = 0
     for pod in pods:
         node_name = pod.spec.node_name
@@ -73,10 +150,13 @@ def check_placement(nodes: Iterable[Node], pods: Iterable[Pod]) -> Placement:
         if node is None:
             violations.append(f"{pod.key} on {node_name}: no such node")
             continue
+        placed.append(pod)
         usages[node_name].add(pod_requests(pod))
         why = constraint_violation(pod, node)
         if why is not None:
             violations.append(f"{pod.key} on {node_name}: {why}")
+    violations += anti_affinity_violations(by_name, placed)
+    violations += spread_violations(by_name, placed)
     values = list(usages.values())
     fractions = [u.cpu_fraction() for u in values]
     return Placement(
@@ -89,4 +169,10 @@ def check_placement(nodes: Iterable[Node], pods: Iterable[Pod]) -> Placement:
     )
 
 
-__all__ = ["Placement", "check_placement", "constraint_violation"]
+__all__ = [
+    "Placement",
+    "anti_affinity_violations",
+    "check_placement",
+    "constraint_violation",
+    "spread_violations",
+]

@@ -11,6 +11,18 @@ tolerations, and best-effort pods. Every pod fits somewhere by construction, so 
 unbound is a scheduler failure.
 
 ``small`` is ``mixed`` at a size CI runs in well under two minutes.
+
+``spread`` is kube-scheduler's ``TopologySpreading`` (``5000Nodes_5000Pods``: 5,000 nodes labelled
+``topology.kubernetes.io/zone`` ``moon-1``, ``moon-2``, ``moon-3`` in turn, 5,000 init and 5,000
+measured pods) with ``SchedulingPodAntiAffinity``'s and ``PreferredTopologySpreading``'s pods mixed
+in, each template as in ``templates/``: in a cycle of 10 pods, 4 ``pod-with-topology-spreading``
+(``color: blue``, maxSkew 5 by zone, DoNotSchedule), 1 ``pod-with-preferred-topology-spreading``
+(the same constraint, ScheduleAnyway), 3 ``pod-with-pod-anti-affinity`` (``color: green``,
+required anti-affinity to green pods by hostname) and 2 ``pod-default``. Two deviations, both so
+that the final placement can be checked against hard bounds: the ScheduleAnyway pods are labelled
+``color: yellow`` (as blue, they would let the blue pods' skew exceed 5), and the anti-affinity
+term lists the pod's own namespace instead of scheduler_perf's ``sched-0`` and ``sched-1``. The
+green pods need a node each: 3 in 10 pods, so up to 3.3 pods per node stay schedulable.
 """
 
 from __future__ import annotations
@@ -27,6 +39,12 @@ DEDICATED_VALUE = "batch"
 #: Every ``TAINT_EVERY``-th node of ``mixed`` is tainted ``dedicated=batch:NoSchedule``.
 TAINT_EVERY = 5
 ZONES = 3
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+#: The zones of scheduler_perf's ``labelNodePrepareStrategy`` for topology spreading, in turn.
+SPREAD_ZONES = ("moon-1", "moon-2", "moon-3")
+#: The label of the spread workload's pods (``color``: ``blue`` spread, ``green`` anti-affinity).
+COLOR = "color"
+SPREAD_MAX_SKEW = 5
 
 Json = dict[str, Any]
 
@@ -141,6 +159,56 @@ def pod_mixed(index: int, name: str, namespace: str) -> Json:
     return pod
 
 
+def node_spread(index: int, name: str) -> Json:
+    """A ``node-default`` in zone ``moon-<index % 3 + 1>`` (``labelNodePrepareStrategy``)."""
+    node = node_default(name)
+    node["metadata"]["labels"][ZONE_LABEL] = SPREAD_ZONES[index % len(SPREAD_ZONES)]
+    return node
+
+
+def _spreading(pod: Json, color: str, when: str) -> Json:
+    """``pod-with-topology-spreading.yaml`` (``when``: DoNotSchedule) or
+    ``pod-with-preferred-topology-spreading.yaml`` (ScheduleAnyway): maxSkew 5 by zone among the
+    pods of the same color."""
+    pod["metadata"]["labels"] = {COLOR: color}
+    pod["spec"]["topologySpreadConstraints"] = [
+        {
+            "maxSkew": SPREAD_MAX_SKEW,
+            "topologyKey": ZONE_LABEL,
+            "whenUnsatisfiable": when,
+            "labelSelector": {"matchLabels": {COLOR: color}},
+        }
+    ]
+    return pod
+
+
+def pod_spread(index: int, name: str, namespace: str) -> Json:
+    """Pod ``index`` of the ``spread`` cycle of 10 (see the module doc): 4 blue DoNotSchedule
+    spreading, 1 yellow ScheduleAnyway spreading, 3 green with required anti-affinity by hostname,
+    2 ``pod-default``."""
+    kind = index % 10
+    pod = pod_default(name, namespace)
+    if kind < 4:
+        return _spreading(pod, "blue", "DoNotSchedule")
+    if kind == 4:
+        return _spreading(pod, "yellow", "ScheduleAnyway")
+    if kind < 8:
+        # pod-with-pod-anti-affinity.yaml
+        pod["metadata"]["labels"] = {COLOR: "green"}
+        pod["spec"]["affinity"] = {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "labelSelector": {"matchLabels": {COLOR: "green"}},
+                        "topologyKey": HOSTNAME_LABEL,
+                        "namespaces": [namespace],
+                    }
+                ]
+            }
+        }
+    return pod
+
+
 @dataclass(frozen=True, slots=True)
 class Workload:
     """A cluster shape and its default size."""
@@ -191,6 +259,16 @@ WORKLOADS: dict[str, Workload] = {
         node=node_mixed,
         pod=pod_mixed,
     ),
+    "spread": Workload(
+        name="spread",
+        description="TopologySpreading (5000Nodes_5000Pods) with SchedulingPodAntiAffinity's and "
+        "PreferredTopologySpreading's pods mixed in: zones, maxSkew 5, anti-affinity by hostname",
+        nodes=5000,
+        init_pods=5000,
+        measured_pods=5000,
+        node=node_spread,
+        pod=pod_spread,
+    ),
     "small": Workload(
         name="small",
         description="mixed at CI size",
@@ -213,16 +291,22 @@ def workload(name: str) -> Workload:
 
 
 __all__ = [
+    "COLOR",
     "DEDICATED",
     "DEDICATED_VALUE",
+    "HOSTNAME_LABEL",
     "PAUSE_IMAGE",
+    "SPREAD_MAX_SKEW",
+    "SPREAD_ZONES",
     "WORKLOADS",
     "ZONE_LABEL",
     "Json",
     "Workload",
     "node_default",
     "node_mixed",
+    "node_spread",
     "pod_default",
     "pod_mixed",
+    "pod_spread",
     "workload",
 ]

@@ -37,6 +37,16 @@ def test_mixed_profile_respects_taints_and_affinity() -> None:
     assert r.constraint_violations == 0
 
 
+def test_spread_profile_keeps_skew_and_anti_affinity() -> None:
+    # 30 nodes in three zones, 90 pods: 27 green ones need a node each.
+    r = run_core(nodes=30, pods=90, profile="spread", seed=1)
+    assert (r.scheduled, r.failed_attempts) == (90, 0)
+    assert r.overcommitted_nodes == 0
+    assert r.constraint_violations == 0
+    assert "Filter/PodTopologySpread" in r.plugins
+    assert "Filter/InterPodAffinity" in r.plugins
+
+
 def test_unschedulable_pods_end_the_run() -> None:
     # One node of 4 CPU takes 40 pods of 100m; the run stops once only the other 10 are left.
     r = run_core(nodes=1, pods=50, profile="default")

@@ -81,3 +81,55 @@ def test_constraint_violations() -> None:
 
     placement = check_placement([tainted, plain], [on(make_pod("x"), "t"), on(affinity, "n")])
     assert placement.violations == ["default/x on t: untolerated taint k=v:NoSchedule"]
+
+
+def test_anti_affinity_violations() -> None:
+    nodes = [make_node(n, labels={"kubernetes.io/hostname": n}) for n in ("a", "b")]
+    term = {
+        "labelSelector": {"matchLabels": {"color": "green"}},
+        "topologyKey": "kubernetes.io/hostname",
+    }
+    anti = {
+        "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    }
+    green = {"color": "green"}
+    apart = [
+        on(make_pod("g1", labels=green, spec=anti), "a"),
+        on(make_pod("g2", labels=green), "b"),
+    ]
+    assert check_placement(nodes, apart).violations == []
+    # Another namespace is not matched by a term without namespaces.
+    elsewhere = on(make_pod("g3", namespace="other", labels=green), "a")
+    assert check_placement(nodes, [*apart, elsewhere]).violations == []
+    together = on(make_pod("g4", labels=green), "a")
+    assert check_placement(nodes, [*apart, together]).violations == [
+        "default/g1 on a: anti-affinity to default/g4"
+    ]
+
+
+def test_spread_violations() -> None:
+    nodes = [make_node(f"n{z}", labels={"zone": z}) for z in ("z1", "z2", "z3")]
+    nodes.append(make_node("nolabel"))
+    spread = {
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 1,
+                "topologyKey": "zone",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": "web"}},
+            }
+        ]
+    }
+    web = {"app": "web"}
+    pods = [on(make_pod(f"w{i}", labels=web, spec=spread), "nz1") for i in range(2)]
+    # z2 and z3 hold none: a skew of 2; pods on a node without the key do not count.
+    pods.append(on(make_pod("w-nolabel", labels=web), "nolabel"))
+    assert check_placement(nodes, pods).violations == [
+        "default/w0's spread by zone: skew 2 > maxSkew 1"
+    ]
+    pods.append(on(make_pod("w2", labels=web), "nz2"))
+    assert check_placement(nodes, pods).violations == [
+        "default/w0's spread by zone: skew 2 > maxSkew 1"
+    ]
+    pods.append(on(make_pod("w3", labels=web), "nz3"))
+    assert check_placement(nodes, pods).violations == []

@@ -7,7 +7,7 @@ import pytest
 
 from kubesched.api import Node, Pod, node_allocatable, pod_requests
 from kubesched.bench import WORKLOADS, workload
-from kubesched.bench._workloads import TAINT_EVERY, ZONE_LABEL
+from kubesched.bench._workloads import SPREAD_ZONES, TAINT_EVERY, ZONE_LABEL
 
 
 def test_basic_is_scheduling_basic() -> None:
@@ -69,3 +69,43 @@ def test_every_workload_fits_its_nodes(name: str) -> None:
 def test_unknown_workload() -> None:
     with pytest.raises(ValueError, match="unknown workload 'nope'"):
         workload("nope")
+
+
+def test_spread_is_topology_spreading_with_anti_affinity() -> None:
+    w = workload("spread")
+    assert (w.nodes, w.init_pods, w.measured_pods) == (5000, 5000, 5000)
+    nodes = [msgspec.convert(w.make_node(i), Node) for i in range(6)]
+    # labelNodePrepareStrategy: the zones in turn.
+    assert [n.metadata.labels[ZONE_LABEL] for n in nodes] == [*SPREAD_ZONES, *SPREAD_ZONES]
+    assert SPREAD_ZONES == ("moon-1", "moon-2", "moon-3")
+    assert all(node_allocatable(n)["cpu"] == 4000 for n in nodes)
+
+    pods = [msgspec.convert(w.make_pod(i, f"p{i}", "ns"), Pod) for i in range(20)]
+    assert all(pod_requests(p) == {"cpu": 100, "memory": 500 << 20} for p in pods)
+    kinds = []
+    for p in pods:
+        color = p.metadata.labels.get("color")
+        spread = p.spec.topology_spread_constraints
+        anti = p.spec.affinity.pod_anti_affinity if p.spec.affinity else None
+        if spread:
+            (c,) = spread
+            assert (c.max_skew, c.topology_key) == (5, ZONE_LABEL)
+            assert c.label_selector is not None
+            assert c.label_selector.match_labels == {"color": color}
+            kinds.append(f"{color} {c.when_unsatisfiable}")
+        elif anti is not None:
+            (t,) = anti.required_during_scheduling_ignored_during_execution
+            assert (t.topology_key, t.namespaces) == ("kubernetes.io/hostname", ["ns"])
+            assert t.label_selector is not None
+            assert t.label_selector.match_labels == {"color": "green"} == p.metadata.labels
+            kinds.append("green anti-affinity")
+        else:
+            assert not p.metadata.labels
+            kinds.append("default")
+    cycle = [
+        *["blue DoNotSchedule"] * 4,
+        "yellow ScheduleAnyway",
+        *["green anti-affinity"] * 3,
+        *["default"] * 2,
+    ]
+    assert kinds == cycle * 2
