@@ -66,7 +66,14 @@ from kubesched.framework._runtime import (
 from kubesched.framework._snapshot import WORKLOAD_KINDS, NodeTrial, Snapshot
 from kubesched.framework._status import Code, Status, is_success
 from kubesched.framework._store import ObjectStore, StoredObject
-from kubesched.framework._table import BoolArray, IdArray, IntArray, InternedColumn, NodeTable
+from kubesched.framework._table import (
+    BoolArray,
+    IdArray,
+    IntArray,
+    InternedColumn,
+    NodeTable,
+    RowDerived,
+)
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -128,6 +135,7 @@ __all__ = [
     "Registry",
     "RegistryError",
     "ReservePlugin",
+    "RowDerived",
     "ScheduleResult",
     "ScoreError",
     "ScorePlugin",

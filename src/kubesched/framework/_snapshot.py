@@ -163,6 +163,7 @@ class Snapshot:
         t.set_labels(slot, info.node.metadata.labels, {})
         t.taints.set(slot, ())
         t.present[slot] = False
+        t.touch(slot)
         info.node = None
         info.generation += 1
         self._num_nodes -= 1
@@ -238,6 +239,7 @@ class Snapshot:
         t.non_zero_requested[slot, 0] = info.non_zero_cpu
         t.non_zero_requested[slot, 1] = info.non_zero_memory
         t.has_host_ports[slot] = bool(info.used_ports)
+        t.touch(slot)
 
     # -- namespaces and workload selectors (fed by the front end) -------------------------------
 

@@ -31,6 +31,9 @@ IdArray = npt.NDArray[np.int32]
 #: The resources every table has, at fixed column positions.
 FIXED_RESOURCES = (CPU, MEMORY, EPHEMERAL_STORAGE, PODS)
 _INITIAL_CAPACITY = 64
+#: How many row changes :meth:`NodeTable.changed_since` remembers; a reader further behind
+#: recomputes everything.
+_MAX_CHANGES = 4096
 
 
 class InternedColumn(Generic[V]):
@@ -102,6 +105,15 @@ class NodeTable:
         self.has_host_ports: BoolArray = np.zeros(cap, dtype=np.bool_)
         #: image name -> {slot: size in bytes} for images the node reports as present.
         self.images: dict[str, dict[int, int]] = {}
+        #: How many row changes there have been (see :meth:`changed_since`).
+        self.version = 0
+        #: Bumped when rows move to new arrays or resource columns are added: values a reader
+        #: derived per slot no longer line up with the columns and must be recomputed.
+        self.layout = 0
+        # The slots of the last row changes: version ``_changes_base + i + 1`` changed
+        # ``_changes[i]``.
+        self._changes: list[int] = []
+        self._changes_base = 0
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -120,7 +132,29 @@ class NodeTable:
     def label_predicate(self, key: str, fn: Callable[[str | None], bool]) -> BoolArray:
         return self.label(key).predicate(fn)
 
+    def changed_since(self, version: int) -> list[int] | None:
+        """The slots whose rows changed after :attr:`version` was ``version`` (duplicates
+        possible), or ``None`` when that is too long ago to say.
+
+        A plugin that derives a value from each node's row alone (the pod's shape being the
+        same) keeps those values across cycles and recomputes only these rows: between two
+        pods usually one or two rows change (the node the previous pod was assumed on, the one
+        whose binding was confirmed), out of thousands.
+        """
+        if version < self._changes_base:
+            return None
+        return self._changes[version - self._changes_base :]
+
     # -- writing (by the snapshot) -------------------------------------------------------------
+
+    def touch(self, slot: int) -> None:
+        """Record that the row of ``slot`` changed (any column, presence included)."""
+        self._changes.append(slot)
+        self.version += 1
+        if len(self._changes) > _MAX_CHANGES:
+            drop = _MAX_CHANGES // 2
+            del self._changes[:drop]
+            self._changes_base += drop
 
     def ensure_capacity(self, slots: int) -> None:
         if slots <= self.capacity:
@@ -139,6 +173,7 @@ class NodeTable:
         for col in self.labels.values():
             col.grow(cap)
         self.capacity = cap
+        self.layout += 1
 
     def resource_slot(self, name: str) -> int:
         """The column of ``name``, added if new."""
@@ -148,6 +183,7 @@ class NodeTable:
             self.resource_index[name] = i
             self.allocatable = _grow2(self.allocatable, self.capacity, i + 1)
             self.requested = _grow2(self.requested, self.capacity, i + 1)
+            self.layout += 1
         return i
 
     def _resource_columns(self, values: Mapping[str, int]) -> list[tuple[int, int]]:
@@ -172,6 +208,74 @@ class NodeTable:
         for key, value in new.items():
             if old.get(key) != value or self.labels.get(key) is None:
                 self.label(key).set(slot, value)
+
+
+class _RowValues:
+    __slots__ = ("layout", "values", "version")
+
+    def __init__(self, values: IntArray, version: int, layout: int) -> None:
+        self.values = values
+        self.version = version
+        self.layout = layout
+
+
+class RowDerived:
+    """Per-slot values a plugin derives from each node's row alone, kept across cycles.
+
+    A Filter or Score over all nodes costs a few dozen passes over the columns. But for a given
+    pod *shape* (the key: its requests, its checks, whatever the derivation depends on besides
+    the row) a node's value changes only when its row does, and between two scheduling cycles
+    one or two rows change out of thousands. So the values are kept per key, for the last few
+    keys used, and brought up to date with :meth:`NodeTable.changed_since`: the derivation runs
+    on the changed rows only. The result equals deriving every row afresh.
+    """
+
+    __slots__ = ("_entries", "_max_keys", "_table")
+
+    def __init__(self, max_keys: int = 8) -> None:
+        self._entries: dict[Hashable, _RowValues] = {}
+        self._max_keys = max_keys
+        self._table: NodeTable | None = None
+
+    def get(
+        self,
+        table: NodeTable,
+        key: Hashable,
+        slots: IntArray,
+        derive: Callable[[IntArray], IntArray],
+    ) -> IntArray:
+        """``derive(slots)``, from the values kept for ``key``.
+
+        ``derive`` maps slots to one int64 value each, reading nothing but those slots' rows of
+        ``table`` and what ``key`` stands for. The result is a new array.
+        """
+        if table is not self._table:
+            self._entries.clear()
+            self._table = table
+        entry = self._entries.pop(key, None)
+        if entry is None or entry.layout != table.layout:
+            entry = _RowValues(
+                np.zeros(table.capacity, dtype=np.int64), table.version, table.layout
+            )
+            present = np.flatnonzero(table.present)
+            entry.values[present] = derive(present)
+        elif entry.version != table.version:
+            changed = table.changed_since(entry.version)
+            rows = (
+                np.flatnonzero(table.present)
+                if changed is None
+                else np.array(sorted(set(changed)), dtype=np.int64)
+            )
+            rows = rows[table.present[rows]]
+            if len(rows):
+                entry.values[rows] = derive(rows)
+            entry.version = table.version
+        # Most recently used last: the first key is the one to drop.
+        self._entries[key] = entry
+        if len(self._entries) > self._max_keys:
+            del self._entries[next(iter(self._entries))]
+        out: IntArray = entry.values.take(slots)
+        return out
 
 
 def _grow1(a: npt.NDArray[np.bool_], cap: int) -> npt.NDArray[np.bool_]:

@@ -342,3 +342,29 @@ def test_vectorized_over_a_subset_of_slots() -> None:
     vec, _ = p.score_nodes(state, incoming, subset)
     assert vec.tolist() == [p.score(state, incoming, i)[0] for i in subset.infos()]
     assert vec.dtype == np.int64
+
+
+def test_kept_scores_follow_every_change_of_the_snapshot() -> None:
+    rng = random.Random(17)
+    for _ in range(12):
+        snap = random_cluster(rng, rng.randint(10, 50))
+        resources = rng.sample(NAMES, rng.randint(1, len(NAMES)))
+        kept = plugin(snap, resources)
+        shapes = [pod(random_requests(rng, 1.0), random_requests(rng, 1.0)) for _ in range(3)]
+        counted: list[Pod] = []
+        for step in range(30):
+            names = [info.name for info in snap.node_infos()]
+            kind = rng.randrange(4)
+            if kind <= 1:
+                # One pod, or enough at once for the vectorized form to update the kept scores.
+                for _ in range(1 if kind == 0 else 20):
+                    p = pod(random_requests(rng, 0.2), node_name=rng.choice(names))
+                    snap.add_pod(PodInfo.of(p), p.spec.node_name)
+                    counted.append(p)
+            elif kind == 2 and counted:
+                snap.remove_pod(counted.pop(rng.randrange(len(counted))).metadata.uid)
+            else:
+                snap.set_node(node(f"new{step}", {"cpu": "8", GPU: 2, f"example.com/r{step}": 1}))
+            incoming = rng.choice(shapes)
+            # ``scores`` also compares with the per-node form.
+            assert scores(kept, incoming, snap) == scores(plugin(snap, resources), incoming, snap)

@@ -1747,3 +1747,50 @@ def test_filter_per_node_on_node_info_directly() -> None:
     incoming = pod({"cpu": "500m"})
     p.pre_filter(state, incoming, Nodes(Snapshot(), np.zeros(0, dtype=np.int64)))
     assert p.filter(state, incoming, info) == Status(UNSCHED, "Insufficient cpu")
+
+
+# --- results kept per pod shape across cycles ---------------------------------------------------
+
+
+def mutate(rng: random.Random, snap: Snapshot, step: int, counted: list[Pod]) -> None:
+    """One random change to ``snap``: pods counted or removed (sometimes many at once, so that
+    the vectorized forms bring the kept results up to date), a node resized, removed, or added
+    offering a resource no node had (new table columns)."""
+    names = [info.name for info in snap.node_infos()]
+    kind = rng.randrange(6)
+    if kind <= 1 and names:
+        for _ in range(1 if kind == 0 else 20):
+            p = random_pod(rng, rng.choice(names), 0.3)
+            snap.add_pod(PodInfo.of(p), p.spec.node_name)
+            counted.append(p)
+    elif kind == 2 and counted:
+        snap.remove_pod(counted.pop(rng.randrange(len(counted))).metadata.uid)
+    elif kind == 3 and names:
+        cpu = rng.choice([500, 4000, 64000])
+        snap.set_node(node(rng.choice(names), {"cpu": f"{cpu}m", "memory": 2**33, "pods": 9}))
+    elif kind == 4 and len(names) > 1:
+        snap.remove_node(rng.choice(names))
+    else:
+        snap.set_node(node(f"new{step}", {"cpu": "8", f"example.com/r{step}": 2, "pods": 110}))
+
+
+def test_kept_results_follow_every_change_of_the_snapshot() -> None:
+    rng = random.Random(31)
+    seen_failures = 0
+    for _ in range(12):
+        snap = random_cluster(rng, rng.randint(10, 60))
+        args = random_args(rng)
+        kept = plugin(snap, args)
+        shapes = [random_pod(rng) for _ in range(3)]
+        counted: list[Pod] = []
+        for step in range(30):
+            mutate(rng, snap, step, counted)
+            incoming = rng.choice(shapes)
+            # A new plugin derives every node afresh; filter_all and score_all also compare each
+            # with the per-node forms.
+            fresh = plugin(snap, args)
+            got = filter_all(kept, incoming, snap)
+            assert got == filter_all(fresh, incoming, snap)
+            seen_failures += sum(s is not None for s in got)
+            assert score_all(kept, incoming, snap) == score_all(fresh, incoming, snap)
+    assert seen_failures > 100

@@ -47,6 +47,10 @@ MAX_NODE_SCORE = 100
 #: node) the exact int64 path runs instead.
 FLOAT_EXACT_LIMIT = 2**46
 
+#: Up to this many nodes the per-node functions cost less than the vectorized ones, whose numpy
+#: calls cost a microsecond or more each whatever the size (rows changed since the last cycle).
+FEW_ROWS = 16
+
 
 @dataclass(frozen=True, slots=True)
 class WeightedResource:
@@ -523,6 +527,7 @@ def _balanced_score(std: FloatArray) -> IntArray:
 
 
 __all__ = [
+    "FEW_ROWS",
     "FLOAT_EXACT_LIMIT",
     "MAX_NODE_SCORE",
     "ResourceMatrix",

@@ -36,10 +36,12 @@ from kubesched.framework import (
     NodeInfo,
     Nodes,
     PreScorePlugin,
+    RowDerived,
     ScorePlugin,
     Status,
 )
 from kubesched.plugins.node_resources._allocation import (
+    FEW_ROWS,
     Scratch,
     WeightedResource,
     balanced_resource_score,
@@ -81,6 +83,7 @@ class BalancedAllocation(PreScorePlugin, ScorePlugin):
             raise ConfigError(errors)
         super().__init__(handle, args)
         self._scratch = Scratch()
+        self._scores = RowDerived()
         self.resources = [WeightedResource(r.name, int(r.weight)) for r in args.resources]
 
     def _pod_request_list(self, pod: Pod) -> list[int]:
@@ -104,8 +107,11 @@ class BalancedAllocation(PreScorePlugin, ScorePlugin):
         requests = self._requests(state, pod)
         if not any(requests):
             return 0, None
+        return self._node_score(requests, node), None
+
+    def _node_score(self, requests: list[int], node: NodeInfo) -> int:
         requested, allocatable = node_lists(node, self.resources, requests, True)
-        return balanced_resource_score(requested, allocatable), None
+        return balanced_resource_score(requested, allocatable)
 
     def score_nodes(
         self, state: CycleState, pod: Pod, nodes: Nodes
@@ -114,8 +120,19 @@ class BalancedAllocation(PreScorePlugin, ScorePlugin):
         requests = self._requests(state, pod)
         if not any(requests):
             return np.zeros(n, dtype=np.int64), None
-        scores = balanced_scores(nodes.table, nodes.slots, self.resources, requests, self._scratch)
-        return scores, None
+        t = nodes.table
+        at = nodes.snapshot.at
+
+        def scores_of(slots: IntArray) -> IntArray:
+            if len(slots) > FEW_ROWS:
+                return balanced_scores(t, slots, self.resources, requests, self._scratch)
+            return np.fromiter(
+                (self._node_score(requests, at(slot)) for slot in slots.tolist()),
+                np.int64,
+                len(slots),
+            )
+
+        return self._scores.get(t, tuple(requests), nodes.slots, scores_of), None
 
 
 __all__ = ["NAME", "PRE_SCORE_STATE_KEY", "BalancedAllocation", "PreScoreState"]

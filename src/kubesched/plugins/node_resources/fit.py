@@ -80,15 +80,18 @@ from kubesched.framework import (
     NodeInfo,
     Nodes,
     NodeStatuses,
+    NodeTable,
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
     QueueingHint,
+    RowDerived,
     ScorePlugin,
     Status,
 )
 from kubesched.plugins.helper import as_objects
 from kubesched.plugins.node_resources._allocation import (
+    FEW_ROWS,
     Scratch,
     WeightedResource,
     gather_rows,
@@ -187,6 +190,19 @@ def fits_request(
     return out
 
 
+def _node_bits(checks: tuple[_Check, ...], info: NodeInfo) -> int:
+    """:func:`fits_request` of one node as :meth:`NodeResourcesFit.filter_nodes` encodes it."""
+    allocatable, requested = info.allocatable, info.requested
+    bits = 1 if requested.get(PODS, 0) + 1 > allocatable.get(PODS, 0) else 0
+    unresolvable = False
+    for k, c in enumerate(checks, start=1):
+        cap = allocatable.get(c.name, 0)
+        if c.amount > cap - requested.get(c.name, 0):
+            bits |= 1 << k
+            unresolvable = unresolvable or c.amount > cap
+    return bits | (1 << len(checks) + 1 if unresolvable else 0)
+
+
 def fits(pod: Pod, info: NodeInfo) -> list[InsufficientResource]:
     """``Fits``: what ``info``'s node lacks for ``pod``, ignoring no resource."""
     return fits_request(_checks(pod_requests(pod)), info.allocatable, info.requested)
@@ -249,6 +265,8 @@ class NodeResourcesFit(
             raise ValueError(f"scoring strategy {strategy.type} is not supported")
         super().__init__(handle, args)
         self._scratch = Scratch()
+        self._fit_bits = RowDerived()
+        self._scores = RowDerived()
         self.ignored_resources = frozenset(args.ignored_resources)
         self.ignored_resource_groups = frozenset(args.ignored_resource_groups)
         self.strategy: str = strategy.type
@@ -293,44 +311,52 @@ class NodeResourcesFit(
     def filter_nodes(self, state: CycleState, pod: Pod, nodes: Nodes) -> NodeStatuses:
         """The per-node rule over all nodes: each failure is a bit (bit 0 too many pods, bit k
         the k-th requested resource, the top bit "some request exceeds the node's allocatable"),
-        and each distinct bit pattern becomes one shared status."""
+        and each distinct bit pattern becomes one shared status. A node's bits depend on its row
+        and the pod's checks only, so they are kept per checks across cycles."""
         n = len(nodes)
         s = self._pre_filter_state(state)
         if isinstance(s, Status):
             return NodeStatuses(np.ones(n, dtype=np.int32), [None, s])
         t = nodes.table
-        alloc = gather_rows(t.allocatable, nodes.slots, self._scratch, "allocatable rows")
-        used = gather_rows(t.requested, nodes.slots, self._scratch, "requested rows")
+        checks = s.checks
+        at = nodes.snapshot.at
+
+        def bits(slots: IntArray) -> IntArray:
+            if len(slots) > FEW_ROWS:
+                return self._bits(t, checks, slots)
+            return np.fromiter(
+                (_node_bits(checks, at(slot)) for slot in slots.tolist()), np.int64, len(slots)
+            )
+
+        code = self._fit_bits.get(t, checks, nodes.slots, bits)
+        if not code.any():
+            return NodeStatuses.passing(n)
+        return self._intern(s, code, len(checks) + 1)
+
+    def _bits(self, t: NodeTable, checks: tuple[_Check, ...], slots: IntArray) -> IntArray:
+        """The failure bits of each node of ``slots`` (0: the pod fits)."""
+        alloc = gather_rows(t.allocatable, slots, self._scratch, "allocatable rows")
+        used = gather_rows(t.requested, slots, self._scratch, "requested rows")
         pods_col = t.resource_index[PODS]
-        # (bit, nodes short of it); bit 0 is "pods on the node + 1 > allocatable pods".
-        short: list[tuple[int, BoolArray]] = []
-        too_many = used[:, pods_col] >= alloc[:, pods_col]
-        if too_many.any():
-            short.append((0, too_many))
+        # Bit 0: "pods on the node + 1 > allocatable pods".
+        code: IntArray = (used[:, pods_col] >= alloc[:, pods_col]).astype(np.int64)
         unresolvable: BoolArray | None = None
-        for k, c in enumerate(s.checks, start=1):
+        for k, c in enumerate(checks, start=1):
             col = t.resource_index.get(c.name)
             if col is None:
                 # No node has ever offered or used it: 0 allocatable everywhere.
-                everywhere = np.ones(n, dtype=np.bool_)
-                short.append((k, everywhere))
-                unresolvable = everywhere
+                code |= 1 << k
+                unresolvable = np.ones(len(slots), dtype=np.bool_)
                 continue
             a = alloc[:, col]
             lacking = a - used[:, col] < c.amount
             if lacking.any():
-                short.append((k, lacking))
+                code |= lacking.astype(np.int64) << k
                 over = a < c.amount
                 unresolvable = over if unresolvable is None else unresolvable | over
-        if not short:
-            return NodeStatuses.passing(n)
-        nbits = len(s.checks) + 1
-        code = np.zeros(n, dtype=np.int64)
-        for k, lacking in short:
-            code |= lacking.astype(np.int64) << k
         if unresolvable is not None:
-            code |= unresolvable.astype(np.int64) << nbits
-        return self._intern(s, code, nbits)
+            code |= unresolvable.astype(np.int64) << (len(checks) + 1)
+        return code
 
     def _intern(self, s: PreFilterState, code: IntArray, nbits: int) -> NodeStatuses:
         if nbits < 12:
@@ -378,14 +404,16 @@ class NodeResourcesFit(
     def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status | None]:
         if not self.resources:
             return 0, Status(Code.ERROR, "resources not found")
-        s = self._pre_score_state(state, pod)
+        return self._node_score(self._pre_score_state(state, pod), node), None
+
+    def _node_score(self, s: PreScoreState, node: NodeInfo) -> int:
         requested, allocatable = node_lists(node, self.resources, s.pod_requests, False)
         if self.strategy == REQUESTED_TO_CAPACITY_RATIO:
             return requested_to_capacity_ratio_score(
                 requested, allocatable, self.resources, self.shape
-            ), None
+            )
         per = "most" if self.strategy == MOST_ALLOCATED else "least"
-        return weighted_score(requested, allocatable, self.resources, per), None
+        return weighted_score(requested, allocatable, self.resources, per)
 
     def score_nodes(
         self, state: CycleState, pod: Pod, nodes: Nodes
@@ -394,16 +422,25 @@ class NodeResourcesFit(
         if not self.resources:
             return np.zeros(n, dtype=np.int64), Status(Code.ERROR, "resources not found")
         s = self._pre_score_state(state, pod)
-        scores = strategy_scores(
-            nodes.table,
-            nodes.slots,
-            self.resources,
-            s.pod_requests,
-            self.strategy,
-            self._lut,
-            self._scratch,
-        )
-        return scores, None
+        t = nodes.table
+        at = nodes.snapshot.at
+
+        def scores_of(slots: IntArray) -> IntArray:
+            if len(slots) > FEW_ROWS:
+                return strategy_scores(
+                    t,
+                    slots,
+                    self.resources,
+                    s.pod_requests,
+                    self.strategy,
+                    self._lut,
+                    self._scratch,
+                )
+            return np.fromiter(
+                (self._node_score(s, at(slot)) for slot in slots.tolist()), np.int64, len(slots)
+            )
+
+        return self._scores.get(t, tuple(s.pod_requests), nodes.slots, scores_of), None
 
     # -- queueing ------------------------------------------------------------------------------
 

@@ -1,0 +1,114 @@
+"""The NodeTable's record of changed rows, and RowDerived, which keeps per-node values with it."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from builders import make_node, make_pod
+from kubesched.framework import IntArray, NodeTable, PodInfo, RowDerived, Snapshot
+
+
+def snapshot(n: int) -> Snapshot:
+    s = Snapshot()
+    for i in range(n):
+        s.set_node(make_node(f"n{i}"))
+    return s
+
+
+class Cpu:
+    """Derives each slot's requested CPU and records which slots it was asked for."""
+
+    def __init__(self, table: NodeTable) -> None:
+        self.table = table
+        self.asked: list[list[int]] = []
+
+    def __call__(self, slots: IntArray) -> IntArray:
+        self.asked.append(slots.tolist())
+        col = self.table.resource_index["cpu"]
+        out: IntArray = self.table.requested[slots, col].copy()
+        return out
+
+
+def test_changed_since_lists_the_rows_changed_after_a_version() -> None:
+    s = snapshot(3)
+    t = s.table
+    v = t.version
+    assert t.changed_since(v) == []
+    s.add_pod(PodInfo.of(make_pod("a", cpu="1")), "n2")
+    s.remove_node("n0")
+    assert t.changed_since(v) == [2, 0]
+
+
+def test_changed_since_is_none_when_too_far_behind() -> None:
+    s = snapshot(1)
+    v = s.table.version
+    for i in range(5000):
+        s.add_pod(PodInfo.of(make_pod(f"p{i}")), "n0")
+    assert s.table.changed_since(v) is None
+    assert s.table.changed_since(s.table.version - 1) == [0]
+
+
+def test_only_changed_rows_are_derived_again() -> None:
+    s = snapshot(4)
+    derive = Cpu(s.table)
+    kept = RowDerived()
+    every = s.present_slots()
+    assert kept.get(s.table, "k", every, derive).tolist() == [0, 0, 0, 0]
+    assert derive.asked == [[0, 1, 2, 3]]
+    s.add_pod(PodInfo.of(make_pod("a", cpu="500m")), "n1")
+    s.add_pod(PodInfo.of(make_pod("b", cpu="1")), "n1")
+    assert kept.get(s.table, "k", every, derive).tolist() == [0, 1500, 0, 0]
+    assert derive.asked[1:] == [[1]]
+    # Nothing changed: nothing derived; the result is a fresh array in the order asked.
+    got = kept.get(s.table, "k", np.array([3, 1], dtype=np.int64), derive)
+    assert got.tolist() == [0, 1500]
+    assert len(derive.asked) == 2
+    got[1] = -1
+    assert kept.get(s.table, "k", every, derive).tolist() == [0, 1500, 0, 0]
+
+
+def test_removed_rows_are_not_derived() -> None:
+    s = snapshot(3)
+    derive = Cpu(s.table)
+    kept = RowDerived()
+    kept.get(s.table, "k", s.present_slots(), derive)
+    s.remove_node("n1")
+    assert kept.get(s.table, "k", s.present_slots(), derive).tolist() == [0, 0]
+    assert derive.asked[1:] == []
+
+
+def test_a_new_column_or_more_rows_derive_everything_again() -> None:
+    s = snapshot(2)
+    derive = Cpu(s.table)
+    kept = RowDerived()
+    kept.get(s.table, "k", s.present_slots(), derive)
+    s.set_node(make_node("n0", extra={"example.com/gpu": "1"}))
+    kept.get(s.table, "k", s.present_slots(), derive)
+    assert derive.asked[1:] == [[0, 1]]
+    for i in range(2, 70):
+        s.set_node(make_node(f"n{i}"))
+    kept.get(s.table, "k", s.present_slots(), derive)
+    assert derive.asked[2] == list(range(70))
+
+
+def test_keys_are_kept_apart_and_the_least_recently_used_dropped() -> None:
+    s = snapshot(2)
+    derive = Cpu(s.table)
+    kept = RowDerived(max_keys=2)
+    every = s.present_slots()
+    for key in ("a", "b", "a", "c"):
+        kept.get(s.table, key, every, derive)
+    # "b" was dropped for "c"; "a" was still kept.
+    kept.get(s.table, "a", every, derive)
+    assert len(derive.asked) == 3
+    kept.get(s.table, "b", every, derive)
+    assert len(derive.asked) == 4
+
+
+def test_another_table_starts_over() -> None:
+    one, two = snapshot(2), snapshot(3)
+    kept = RowDerived()
+    kept.get(one.table, "k", one.present_slots(), Cpu(one.table))
+    derive = Cpu(two.table)
+    assert kept.get(two.table, "k", two.present_slots(), derive).tolist() == [0, 0, 0]
+    assert derive.asked == [[0, 1, 2]]
