@@ -10,17 +10,21 @@ import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import pytest
 import yaml
 from ext_e2e import Extender, World, wait_for
 
+from e2e.nfd import install_nfd_crds
 from kubesched import cluster
 from kubesched.cluster import ClusterInfo
 from kubesched.config import load_config
 from kubesched.extender import AGENTS
+
+if TYPE_CHECKING:
+    from conftest import AdminClient
 
 OVERLAY = Path(__file__).parents[3] / "deploy" / "extender"
 DEPLOYED = set(AGENTS)
@@ -73,7 +77,7 @@ def test_the_overlay_is_accepted_by_the_apiserver(kubectl: Kubectl) -> None:
         "rolebinding.rbac.authorization.k8s.io/kubesched-agents-leader-election",
     ):
         assert kind_name in result.stdout
-    assert result.stdout.count("(server dry run)") == 8
+    assert result.stdout.count("(server dry run)") == 10
 
 
 def test_kube_scheduler_accepts_the_configuration(
@@ -162,8 +166,9 @@ def test_an_agent_runs_with_the_rights_the_overlay_grants(
 
 
 def test_the_image_compatibility_agent_may_read_node_features_and_pull_secrets(
-    rbac_applied: None, kubectl: Kubectl
+    rbac_applied: None, kubectl: Kubectl, admin_client: AdminClient
 ) -> None:
+    install_nfd_crds(admin_client)  # for kubectl to know the resource
     for verb, resource in (
         ("list", "nodefeatures.nfd.k8s-sigs.io"),
         ("watch", "nodefeatures.nfd.k8s-sigs.io"),
