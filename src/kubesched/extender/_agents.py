@@ -74,6 +74,7 @@ for _agent in (
         "image-compatibility",
         ("ImageCompatibility",),
         "only nodes whose features match the compatibility artifact attached to the image",
+        env={"FAILURE_POLICY": ("ImageCompatibility", "failurePolicy")},
     ),
     Agent(
         "annotation-gate",
