@@ -392,6 +392,31 @@ def rfc3339(moment: datetime | None = None) -> str:
     return (moment or datetime.now(UTC)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def artifact_manifest(
+    subject: Descriptor,
+    layer: Descriptor,
+    *,
+    artifact_type: str = ARTIFACT_TYPE,
+    created: str | None = "now",
+    file_name: str = "spec.yaml",
+) -> dict[str, Any]:
+    """The manifest ``oras attach`` writes: ``artifactType``, the empty config (inline, as
+    oras-go writes it), one layer titled ``file_name``, ``subject``, and the creation time
+    (``created``: RFC 3339, "now", or None to leave the annotation out)."""
+    empty = Descriptor(OCI_EMPTY, digest_of(EMPTY_JSON), len(EMPTY_JSON))
+    manifest: dict[str, Any] = {
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST,
+        "artifactType": artifact_type,
+        "config": empty.to_json() | {"data": base64.b64encode(EMPTY_JSON).decode()},
+        "layers": [layer.to_json() | {"annotations": {TITLE_ANNOTATION: file_name}}],
+        "subject": subject.to_json(),
+    }
+    if created is not None:
+        manifest["annotations"] = {CREATED_ANNOTATION: rfc3339() if created == "now" else created}
+    return manifest
+
+
 def attach_artifact(
     registry: Registry,
     repository: str,
@@ -411,22 +436,13 @@ def attach_artifact(
     leave it out). ``layer_size`` overrides the size the layer descriptor declares (to test a
     client that must not trust it).
     """
-    config = push_blob(registry, repository, EMPTY_JSON, OCI_EMPTY)
-    spec_blob = push_blob(registry, repository, spec, media_type)
-    layer = spec_blob.to_json() | {"annotations": {TITLE_ANNOTATION: file_name}}
+    push_blob(registry, repository, EMPTY_JSON, OCI_EMPTY)
+    layer = push_blob(registry, repository, spec, media_type)
     if layer_size is not None:
-        layer["size"] = layer_size
-    manifest: dict[str, Any] = {
-        "schemaVersion": 2,
-        "mediaType": OCI_MANIFEST,
-        "artifactType": artifact_type,
-        # oras-go writes the empty config with its content inline.
-        "config": config.to_json() | {"data": base64.b64encode(EMPTY_JSON).decode()},
-        "layers": [layer],
-        "subject": subject.to_json(),
-    }
-    if created is not None:
-        manifest["annotations"] = {CREATED_ANNOTATION: rfc3339() if created == "now" else created}
+        layer = Descriptor(layer.media_type, layer.digest, layer_size)
+    manifest = artifact_manifest(
+        subject, layer, artifact_type=artifact_type, created=created, file_name=file_name
+    )
     pushed, response = push_manifest(registry, repository, None, manifest)
     descriptor = Descriptor(
         pushed.media_type,

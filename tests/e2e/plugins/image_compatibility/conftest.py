@@ -21,32 +21,28 @@ import pytest
 from oci import Registry, start_distribution, start_ociserver
 
 
-@pytest.fixture(scope="session")
-def oci_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
-    registry = start_distribution(tmp_path_factory.mktemp("distribution"))
+def _until_done(registry: Registry) -> Iterator[Registry]:
     try:
         yield registry
     finally:
         registry.stop()
+
+
+@pytest.fixture(scope="session")
+def oci_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
+    yield from _until_done(start_distribution(tmp_path_factory.mktemp("distribution")))
 
 
 @pytest.fixture(scope="session")
 def oci_auth_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
     auth = ("kubesched", secrets.token_urlsafe(12))
-    registry = start_distribution(tmp_path_factory.mktemp("distribution-auth"), auth=auth)
-    try:
-        yield registry
-    finally:
-        registry.stop()
+    workdir = tmp_path_factory.mktemp("distribution-auth")
+    yield from _until_done(start_distribution(workdir, auth=auth))
 
 
 @pytest.fixture(scope="session")
 def oci_referrers_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
-    registry = start_ociserver(tmp_path_factory.mktemp("ociserver"))
-    try:
-        yield registry
-    finally:
-        registry.stop()
+    yield from _until_done(start_ociserver(tmp_path_factory.mktemp("ociserver")))
 
 
 @pytest.fixture

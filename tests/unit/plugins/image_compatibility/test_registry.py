@@ -4,7 +4,6 @@ exchanges against an in-process fake registry (only the HTTP boundary is fake)."
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
@@ -15,6 +14,7 @@ import pytest_asyncio
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+import oci
 from kubesched.plugins.image_compatibility._registry import (
     CREATED_ANNOTATION,
     OCI_INDEX,
@@ -265,10 +265,6 @@ def test_referrers_tag() -> None:
 # --- the client against a fake registry ----------------------------------------------------------
 
 
-def digest_of(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()
-
-
 @dataclass
 class FakeRegistry:
     """Manifests and blobs in memory, with switches for the behaviours under test."""
@@ -286,7 +282,7 @@ class FakeRegistry:
 
     def put_manifest(self, document: Mapping[str, Any], tag: str | None = None) -> Descriptor:
         body = json.dumps(document).encode()
-        digest = digest_of(body)
+        digest = oci.digest_of(body)
         media_type = str(document["mediaType"])
         self.manifests[digest] = (media_type, body)
         if tag:
@@ -297,8 +293,8 @@ class FakeRegistry:
         )
 
     def put_blob(self, data: bytes) -> dict[str, Any]:
-        self.blobs[digest_of(data)] = data
-        return {"digest": digest_of(data), "size": len(data)}
+        self.blobs[oci.digest_of(data)] = data
+        return {"digest": oci.digest_of(data), "size": len(data)}
 
     def push_image(self, tag: str = "v1") -> Descriptor:
         config = self.put_blob(b'{"os":"linux"}')
@@ -323,19 +319,13 @@ class FakeRegistry:
         declared_size: int | None = None,
         layer_type: str = SPEC_MEDIA_TYPE,
     ) -> Descriptor:
-        layer = {"mediaType": layer_type, **self.put_blob(spec)}
-        if declared_size is not None:
-            layer["size"] = declared_size
-        document: dict[str, Any] = {
-            "schemaVersion": 2,
-            "mediaType": OCI_MANIFEST,
-            "artifactType": artifact_type,
-            "config": {"mediaType": "application/vnd.oci.empty.v1+json", **self.put_blob(b"{}")},
-            "layers": [layer],
-            "subject": {"mediaType": subject.media_type, "digest": subject.digest, "size": 1},
-        }
-        if created is not None:
-            document["annotations"] = {CREATED_ANNOTATION: created}
+        self.put_blob(oci.EMPTY_JSON)
+        layer = oci.Descriptor(layer_type, oci.digest_of(spec), declared_size or len(spec))
+        self.blobs[layer.digest] = spec
+        subject_descriptor = oci.Descriptor(subject.media_type, subject.digest, subject.size)
+        document = oci.artifact_manifest(
+            subject_descriptor, layer, artifact_type=artifact_type, created=created
+        )
         return self.put_manifest(document)
 
     def referrers_of(self, digest: str) -> list[dict[str, Any]]:
@@ -409,7 +399,7 @@ class FakeRegistry:
         media_type, body = found
         headers = {"Content-Type": media_type}
         if self.head_digest:
-            headers["Docker-Content-Digest"] = digest_of(body)
+            headers["Docker-Content-Digest"] = oci.digest_of(body)
         return web.Response(body=body, headers=headers)
 
     async def blob(self, request: web.Request) -> web.StreamResponse:
@@ -574,7 +564,7 @@ async def test_digest_and_layer_checks(
     registry, host = fake
     image = registry.push_image()
     artifact = registry.attach(image, SPEC, "2025-01-01T00:00:00Z")
-    spec_digest = digest_of(SPEC)
+    spec_digest = oci.digest_of(SPEC)
     registry.blobs[spec_digest] = SPEC.upper()  # same size, other content
     with pytest.raises(RegistryError, match="does not match its digest") as raised:
         await client.find_artifact(ref_of(host))
