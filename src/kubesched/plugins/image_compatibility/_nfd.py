@@ -31,7 +31,9 @@ applied to element names), or both. The semantics below are NFD's, including the
   is an error); on versions they do not.
 - A node value that does not parse is an *error*, and an error anywhere NFD's image
   compatibility validator evaluates (every instance, every ``matchAny`` element, every term)
-  fails the whole rule, even where another instance or element matched.
+  fails the whole rule, even where another instance or element matched. nfd-master, for
+  NodeFeatureGroups, stops at the first matching ``matchAny`` element and the first failing
+  expression, and so reaches fewer errors (``fail_fast=True``).
 - A rule's ``vars`` feed later rules as the attribute feature ``rule.matched`` (back-references).
   Once a rule has run, ``rule.matched`` exists, even if empty.
 
@@ -489,11 +491,14 @@ class _Term:
             self.match_name and self.match_name.fallible
         )
 
-    def check(self, features: Features, backref: Mapping[str, str] | None) -> str | None:
+    def check(
+        self, features: Features, backref: Mapping[str, str] | None, fail_fast: bool
+    ) -> str | None:
         """None if the term matches, else why not; raises _EvalError on an unusable value.
 
-        A fallible term is evaluated in full (every expression, every instance) so that an
-        error is found wherever NFD would find it; an infallible one stops at the answer.
+        A fallible term is evaluated as far as NFD goes, so that an error is found wherever
+        NFD finds it: every instance, and unless ``fail_fast`` every expression; an
+        infallible one stops at the answer.
         """
         feature = self.feature
         flag_set = features.flags.get(feature)
@@ -509,18 +514,18 @@ class _Term:
         try:
             exprs = self.exprs
             if exprs is not None:
-                full = self.fallible
+                full = self.fallible and not fail_fast
                 failed = None
                 kv_ok = False
                 if keys is not None or values is not None:
                     failed = _kv_failure(exprs, keys, values, full)
                     kv_ok = failed is None
                 inst_ok = False
-                if instances and (full or not kv_ok):
+                if instances and (self.fallible or not kv_ok):
                     for inst in instances:
                         if _kv_failure(exprs, None, inst.attributes, full) is None:
                             inst_ok = True
-                            if not full:
+                            if not self.fallible:
                                 break
                 if not kv_ok and not inst_ok:
                     if failed is not None:
@@ -576,10 +581,13 @@ class _Term:
 
 
 def _check_all(
-    terms: tuple[_Term, ...], features: Features, backref: Mapping[str, str] | None
+    terms: tuple[_Term, ...],
+    features: Features,
+    backref: Mapping[str, str] | None,
+    fail_fast: bool,
 ) -> str | None:
     for t in terms:
-        reason = t.check(features, backref)
+        reason = t.check(features, backref, fail_fast)
         if reason is not None:
             return reason
     return None
@@ -620,14 +628,27 @@ class CompiledRule:
         self.any_fallible = any(t.fallible for elem in self.match_any for t in elem)
         self.uses_backref = any(t.backref for t in every)
 
-    def check(self, features: Features, backref: Mapping[str, str] | None = None) -> str | None:
-        """None if the rule matches ``features``, else the reason (``rule "x": ...``)."""
+    def check(
+        self,
+        features: Features,
+        backref: Mapping[str, str] | None = None,
+        *,
+        fail_fast: bool = False,
+    ) -> str | None:
+        """None if the rule matches ``features``, else the reason (``rule "x": ...``).
+
+        By default the rule is evaluated as NFD's image compatibility validator does, where
+        an error in any ``matchAny`` element or expression fails the rule. ``fail_fast`` is
+        nfd-master's evaluation of NodeFeatureGroups, which stops at the first matching
+        ``matchAny`` element and the first failing expression; the two differ only in which
+        unusable node values they reach.
+        """
         try:
             if self.match_any:
                 hit = -1
                 first = None
                 for i, elem in enumerate(self.match_any):
-                    reason = _check_all(elem, features, backref)
+                    reason = _check_all(elem, features, backref, fail_fast)
                     if reason is None:
                         hit = i
                         break
@@ -635,22 +656,28 @@ class CompiledRule:
                         first = reason
                 if hit < 0:
                     return f"{self.label}: no matchAny element matched, first: {first}"
-            reason = _check_all(self.match_features, features, backref)
+            reason = _check_all(self.match_features, features, backref, fail_fast)
             if reason is not None:
                 return f"{self.label}: {reason}"
-            if self.any_fallible:
+            if self.any_fallible and not fail_fast:
                 # NFD evaluates every matchAny element; an error in any one fails the rule.
                 for i, elem in enumerate(self.match_any):
                     if i != hit:
                         for t in elem:
                             if t.fallible:
-                                t.check(features, backref)
+                                t.check(features, backref, fail_fast)
         except _EvalError as e:
             return f"{self.label}: {e}"
         return None
 
-    def match(self, features: Features, backref: Mapping[str, str] | None = None) -> MatchResult:
-        reason = self.check(features, backref)
+    def match(
+        self,
+        features: Features,
+        backref: Mapping[str, str] | None = None,
+        *,
+        fail_fast: bool = False,
+    ) -> MatchResult:
+        reason = self.check(features, backref, fail_fast=fail_fast)
         return self.matched if reason is None else MatchResult(False, reason)
 
 
@@ -668,7 +695,11 @@ def compile_rule(rule: GroupRule, path: str = "") -> CompiledRule:
 
 
 def match_group_rule(
-    rule: GroupRule, features: Features, matched_rules: Mapping[str, str] | None = None
+    rule: GroupRule,
+    features: Features,
+    matched_rules: Mapping[str, str] | None = None,
+    *,
+    fail_fast: bool = False,
 ) -> MatchResult:
     """Match one rule against one node's features, as NFD's ExecuteGroupRule does.
 
@@ -681,6 +712,8 @@ def match_group_rule(
             result = match_group_rule(rule, features, seen)
             seen = {**(seen or {}), **result.vars}
 
-    Raises RuleError if the rule is invalid (decoded specs are validated on decode).
+    ``fail_fast`` evaluates as nfd-master does for NodeFeatureGroups rather than as the image
+    compatibility validator does (see :meth:`CompiledRule.check`). Raises RuleError if the
+    rule is invalid (decoded specs are validated on decode).
     """
-    return compile_rule(rule).match(features, matched_rules)
+    return compile_rule(rule).match(features, matched_rules, fail_fast=fail_fast)

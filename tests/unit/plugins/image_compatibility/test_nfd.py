@@ -1079,3 +1079,35 @@ REGEXPS = [
 )
 def test_regexps_as_go(pattern: str, value: str, want: bool) -> None:
     assert on_value("InRegexp", [pattern], "", "x", {"x": value}) is want
+
+
+# --- fail_fast: nfd-master's evaluation of NodeFeatureGroups -------------------------------
+
+
+def test_fail_fast_stops_at_the_first_matching_match_any_element() -> None:
+    f = features(attributes={"a.b": {"ok": "1", "n": "x"}})
+    good = [term("a.b", {"ok": me("Exists")})]
+    bad = [term("a.b", {"n": me("Gt", "1")})]
+    assert match_group_rule(rule(any_of=[good, bad]), f, fail_fast=True).matched
+    assert not match_group_rule(rule(any_of=[bad, good]), f, fail_fast=True).matched
+    assert not match_group_rule(rule(any_of=[good, bad]), f).matched
+
+
+def test_fail_fast_stops_at_the_first_failing_expression() -> None:
+    f = features(attributes={"a.b": {"a": "1", "n": "nan"}})
+    r = rule(term("a.b", {"a": me("In", "2"), "n": me("Lt", "1")}))
+    assert match_group_rule(r, f, fail_fast=True).reason == 'rule "r": a.b a In 2: have "1"'
+    assert match_group_rule(r, f).reason == 'rule "r": a.b n Lt 1: not a number "nan"'
+
+
+def test_fail_fast_still_visits_every_instance() -> None:
+    f = features(instances={"pci.device": [{"n": "3"}, {"n": "x"}]})
+    r = rule(term("pci.device", {"n": me("Gt", "1")}))
+    assert match_group_rule(r, f, fail_fast=True).reason == (
+        'rule "r": pci.device n Gt 1: not a number "x"'
+    )
+    matched_by_attributes = features(
+        attributes={"a.b": {"n": "5"}}, instances={"a.b": [{"n": "x"}]}
+    )
+    r = rule(term("a.b", {"n": me("Gt", "1")}))
+    assert not match_group_rule(r, matched_by_attributes, fail_fast=True).matched
