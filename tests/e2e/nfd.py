@@ -1,9 +1,15 @@
-"""Node Feature Discovery in the test control plane: its CRDs, from NFD's own Go module.
+"""Node Feature Discovery in the test control plane: its CRDs and a real nfd-master.
 
 ``install_nfd_crds(admin_client)`` applies NFD's ``NodeFeature``, ``NodeFeatureGroup`` and
 ``NodeFeatureRule`` CRDs exactly as NFD ships them (``deployment/base/nfd-crds/nfd-api-crds.yaml``
 in the module ``sigs.k8s.io/node-feature-discovery``) and waits until the apiserver serves them.
 It uses server-side apply, so calling it again (another test module, a reused cluster) is a no-op.
+
+The ``nfd_master`` fixture (import ``nfd_master_fixture`` into a test module to use it) runs
+nfd-master, built from ``hack/nfd`` at the version pinned there, against the test apiserver for
+the whole session: it evaluates ``NodeFeatureGroup`` objects in :data:`NFD_NAMESPACE` over the
+``NodeFeature`` objects of existing Nodes and writes ``status.nodes``. It runs as a component of
+the cluster (so ``kubesched cluster down`` stops it too), its log in :attr:`NfdMaster.log`.
 """
 
 from __future__ import annotations
@@ -11,16 +17,26 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pytest
 import yaml
+
+from kubesched import cluster
+from kubesched.cluster import NFD_MASTER, ClusterInfo
+from kubesched.cluster._gotools import pinned
 
 if TYPE_CHECKING:
     from conftest import AdminClient
 
-NFD_MODULE = "sigs.k8s.io/node-feature-discovery"
-NFD_VERSION = "v0.19.0"
+NFD_MODULE = NFD_MASTER.module
+#: The version ``hack/nfd/go.mod`` pins: the CRDs and nfd-master always come from the same one.
+NFD_VERSION = pinned(NFD_MASTER).version
+#: Where nfd-master evaluates NodeFeatureGroups (it reads and writes them only in its own one).
+NFD_NAMESPACE = "node-feature-discovery"
 NFD_GROUP = "nfd.k8s-sigs.io"
 NFD_API_VERSION = "v1alpha1"
 #: The CRD manifest inside the module.
@@ -108,3 +124,86 @@ def install_nfd_crds(admin_client: AdminClient, version: str = NFD_VERSION) -> N
                     f"HTTP {current.status} {current.body[:500]!r}"
                 )
             time.sleep(0.2)
+
+
+@dataclass(frozen=True)
+class NfdMaster:
+    """A running nfd-master."""
+
+    namespace: str
+    binary: Path
+    argv: tuple[str, ...]
+    log: Path
+    port: int | None
+
+    def log_tail(self, lines: int = 60) -> str:
+        """The end of its log, for failure messages."""
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError as err:
+            return f"(no log: {err})"
+
+
+def nfd_master_argv(binary: Path, kubeconfig: Path, namespace: str, port: int) -> list[str]:
+    """How nfd-master runs with no cluster around it: no Pod, no Node of its own, no peers.
+
+    nfd-master reads its namespace from ``KUBERNETES_NAMESPACE`` (the service account's file
+    otherwise). ``-no-publish`` keeps it from labelling Nodes, and from looking up the Node it
+    would run on at start-up. Leader election is off by default (``-enable-leader-election``);
+    nfd-master v0.19 serves no webhook and no gRPC. ``-config=`` skips the config file. The
+    NodeFeatureGroup API is alpha, off by default.
+    """
+    return [
+        "/usr/bin/env",
+        f"KUBERNETES_NAMESPACE={namespace}",
+        str(binary),
+        f"-kubeconfig={kubeconfig}",
+        "-config=",
+        "-no-publish",
+        "-feature-gates=NodeFeatureGroupAPI=true",
+        f"-port={port}",
+        "-v=2",
+    ]
+
+
+def start_nfd_master(
+    control_plane: ClusterInfo,
+    admin_client: AdminClient,
+    *,
+    namespace: str = NFD_NAMESPACE,
+    name: str = "nfd-master",
+) -> NfdMaster:
+    """Install the CRDs, create ``namespace`` and start nfd-master (ready once /healthz is 200).
+
+    It runs with the admin kubeconfig: its RBAC (nodes, nodefeatures, nodefeaturegroups/status,
+    leases) is that of the Helm chart's ClusterRole, which the test apiserver does not have.
+    """
+    binary = cluster.ensure_tool(NFD_MASTER)
+    install_nfd_crds(admin_client)
+    admin_client.post("/api/v1/namespaces", {"metadata": {"name": namespace}}).expect(201, 409)
+    argv: list[str] = []
+
+    def argv_for(port: int) -> list[str]:
+        argv[:] = nfd_master_argv(binary, control_plane.kubeconfig, namespace, port)
+        return argv
+
+    component = cluster.start_component(
+        name,
+        argv_for,
+        cluster=control_plane.name,
+        health_path="/healthz",
+        health_scheme="http",
+    )
+    return NfdMaster(namespace, binary, tuple(argv), component.log, component.port)
+
+
+@pytest.fixture(scope="session", name="nfd_master")
+def nfd_master_fixture(
+    control_plane: ClusterInfo, admin_client: AdminClient
+) -> Iterator[NfdMaster]:
+    """nfd-master for the session, stopped at teardown."""
+    master = start_nfd_master(control_plane, admin_client)
+    try:
+        yield master
+    finally:
+        cluster.stop_component("nfd-master", cluster=control_plane.name)
