@@ -65,6 +65,8 @@ __all__ = [
 ARTIFACT_TYPE: Final = "application/vnd.nfd.image-compatibility.v1alpha1"
 SPEC_MEDIA_TYPE: Final = "application/vnd.nfd.image-compatibility.spec.v1alpha1+yaml"
 SPEC_VERSION: Final = "v1alpha1"
+# Most values a spec may hold: a real one has hundreds.
+_MAX_VALUES: Final = 100_000
 # Longest reason given for one compatibility set of an incompatible spec.
 _SET_REASON_MAX: Final = 160
 
@@ -266,41 +268,52 @@ def _is_scalar(x: object) -> bool:
     return not isinstance(x, list | dict)
 
 
-def _normalize(node: object, path: str, field: str) -> object:
+class _Normalizer:
     """Turn YAML data into what Go's JSON decoding of the spec types would see.
 
     Scalars become strings except ``weight``; a null field keeps its default as in Go, except
     a null expression (NFD would crash on it) and a null var (the empty string in Go).
-    ``field`` is the name of the field ``node`` belongs to.
+    At most ``_MAX_VALUES`` values are visited, aliases counted each time they are used, so
+    that a small document of nested aliases cannot take the decoder down.
     """
-    if isinstance(node, dict):
-        out: dict[str, object] = {}
-        for k, v in node.items():
-            key = _go_key(k, path)
-            sub = f"{path}.{key}" if path else key
-            if field == "matchExpressions" and not isinstance(v, dict):
-                raise SpecError(sub, "expression must be a mapping {op, value, type}")
-            if v is None:
-                if field == "vars":
-                    out[key] = ""
-                continue
-            if field == "vars" and not _is_scalar(v):
-                raise SpecError(sub, "a var must be a string")
-            if field in ("expression", "matchName"):
-                # Checked here: under matchExpressions, msgspec's error path would lose the key.
-                if key == "value" and not (
-                    isinstance(v, list) and all(_is_scalar(x) and x is not None for x in v)
-                ):
-                    raise SpecError(sub, "must be a list of strings")
-                if key in ("op", "type") and not _is_scalar(v):
-                    raise SpecError(sub, "must be a string")
-            out[key] = _normalize(v, sub, _CHILD_FIELD.get(field, key))
-        return out
-    if isinstance(node, list):
-        return [_normalize(v, f"{path}[{i}]", field) for i, v in enumerate(node)]
-    if field == "weight":
-        return node
-    return _go_string(node)
+
+    def __init__(self) -> None:
+        self.left = _MAX_VALUES
+
+    def __call__(self, node: object, path: str, field: str) -> object:
+        """``node`` normalized; ``field`` is the name of the field it belongs to."""
+        self.left -= 1
+        if self.left < 0:
+            raise SpecError("", f"more than {_MAX_VALUES} values (aliases counted each use)")
+        if isinstance(node, dict):
+            out: dict[str, object] = {}
+            for k, v in node.items():
+                key = _go_key(k, path)
+                sub = f"{path}.{key}" if path else key
+                if field == "matchExpressions" and not isinstance(v, dict):
+                    raise SpecError(sub, "expression must be a mapping {op, value, type}")
+                if v is None:
+                    if field == "vars":
+                        out[key] = ""
+                    continue
+                if field == "vars" and not _is_scalar(v):
+                    raise SpecError(sub, "a var must be a string")
+                if field in ("expression", "matchName"):
+                    # Checked here: under matchExpressions, msgspec's error path would lose
+                    # the key.
+                    if key == "value" and not (
+                        isinstance(v, list) and all(_is_scalar(x) and x is not None for x in v)
+                    ):
+                        raise SpecError(sub, "must be a list of strings")
+                    if key in ("op", "type") and not _is_scalar(v):
+                        raise SpecError(sub, "must be a string")
+                out[key] = self(v, sub, _CHILD_FIELD.get(field, key))
+            return out
+        if isinstance(node, list):
+            return [self(v, f"{path}[{i}]", field) for i, v in enumerate(node)]
+        if field == "weight":
+            return node
+        return _go_string(node)
 
 
 # The field name given to the entries of a map whose keys are not field names.
@@ -321,7 +334,7 @@ def decode_spec(data: bytes) -> CompatibilitySpec:
     if not isinstance(raw, dict):
         raise SpecError("", "a spec must be a mapping with version and compatibilities")
     try:
-        spec = msgspec.convert(_normalize(raw, "", ""), CompatibilitySpec)
+        spec = msgspec.convert(_Normalizer()(raw, "", ""), CompatibilitySpec)
     except msgspec.ValidationError as e:
         m = _AT.fullmatch(str(e))
         raise SpecError(m[2], m[1]) if m else SpecError("", str(e)) from None

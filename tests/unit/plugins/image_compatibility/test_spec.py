@@ -553,3 +553,11 @@ def test_invalid_rule_is_a_spec_error_and_a_rule_error() -> None:
         == "compatibilities[1].rules[1].matchFeatures[0].matchExpressions.AVX512F.value"
     )
     assert str(info.value) == f'{info.value.path}: must be empty for op "Exists"'
+
+
+def test_nested_aliases_are_refused() -> None:
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]
+    data = ("version: v1alpha1\n" + "\n".join(lines) + "\ncompatibilities: []\n").encode()
+    with pytest.raises(SpecError, match="more than 100000 values"):
+        decode_spec(data)
