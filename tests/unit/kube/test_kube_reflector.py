@@ -378,3 +378,34 @@ async def test_undecodable_list_is_retried() -> None:
     await reflector.stop()
     assert handler.calls == [("add", "ns/a", "1"), ("synced",)]
     assert len(api.lists()) == 2
+
+
+async def test_a_path_not_served_is_empty_and_synced_when_tolerated() -> None:
+    # A CRD not installed (404), then not allowed (403), then served.
+    api = FakeAPI(
+        objects=[pod("a", "1")],
+        list_errors=[
+            error_response(404, "NotFound", "the server could not find the requested resource"),
+            error_response(403, "Forbidden", "nodefeatures is forbidden"),
+        ],
+    )
+    handler = Recorder()
+    reflector = _reflector(api, handler, tolerate_missing=True)
+    reflector.start()
+    async with asyncio.timeout(2):
+        await reflector.wait_synced()
+    assert reflector.missing
+    assert handler.calls == [("synced",)]
+    await eventually(lambda: ("add", "ns/a", "1") in handler.calls)
+    await reflector.stop()
+    assert not reflector.missing
+    assert len(api.lists()) == 3
+
+
+async def test_a_path_not_served_is_retried_without_syncing_by_default() -> None:
+    api = FakeAPI(list_errors=[error_response(404, "NotFound")] * 3)
+    reflector = _reflector(api, Recorder())
+    reflector.start()
+    await eventually(lambda: len(api.lists()) >= 2)
+    assert not reflector.has_synced
+    await reflector.stop()
