@@ -45,7 +45,6 @@ from kubesched.plugins.image_compatibility._registry import (
     CREATED_ANNOTATION,
     OCI_INDEX,
     OCI_MANIFEST,
-    referrers_tag,
 )
 from kubesched.plugins.image_compatibility._spec import ARTIFACT_TYPE, SPEC_MEDIA_TYPE
 
@@ -464,7 +463,8 @@ def _add_to_referrers_index(
     registry: Registry, repository: str, subject: str, referrer: Descriptor
 ) -> None:
     """The referrers tag schema: put ``referrer`` in the index tagged ``sha256-<hex>``."""
-    tag = referrers_tag(subject)
+    # Written out here rather than taken from the client, so a wrong tag cannot agree with itself.
+    tag = subject.replace("sha256:", "sha256-", 1)
     found = _request(
         registry, "GET", f"/v2/{repository}/manifests/{tag}", headers={"Accept": OCI_INDEX}
     )

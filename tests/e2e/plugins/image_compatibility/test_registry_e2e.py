@@ -18,7 +18,6 @@ from kubesched.plugins.image_compatibility._registry import (
     RegistryError,
     credentials_from_secrets,
     parse_image_reference,
-    referrers_tag,
 )
 from oci import Registry, attach_artifact, push_image, start_distribution
 
@@ -77,7 +76,9 @@ async def test_artifact_found(registry: Registry, unique_repo: str) -> None:
     assert by_digest == artifact
     # The path taken: the Referrers API where the registry has it, else the referrers tag.
     api = status_of(registry, f"/v2/{unique_repo}/referrers/{image.digest}")
-    tag = status_of(registry, f"/v2/{unique_repo}/manifests/{referrers_tag(image.digest)}")
+    tag = status_of(
+        registry, f"/v2/{unique_repo}/manifests/sha256-{image.digest.removeprefix('sha256:')}"
+    )
     assert (api, tag) == ((200, 404) if registry.referrers_api else (404, 200))
 
 
