@@ -44,6 +44,10 @@ Semantics, and why a set is not simply copied into ``featureGroupRules``:
   product would exceed :data:`MAX_MATCH_ANY` alternatives, or whose rules refer back to
   earlier rules (the ``rule.matched`` feature, which only exists while one group's rules are
   evaluated in order), raises :class:`UnsupportedRules`: evaluate that set in process.
+- nfd-master evaluates fail-fast (``ExecuteGroupRule(..., failFast=true)``): the first matching
+  ``matchAny`` element ends the rule, so a later one whose value cannot be compared (``Gt`` on
+  ``"abc"``) is never reached, while the image compatibility validator, and the in-process
+  mode, evaluate it and fail the rule on the error. Only such erroring values differ.
 - nfd-master names a node by its ``system.name`` feature's ``nodename`` attribute (nfd-worker
   always publishes it) and only looks at existing Nodes that have ``NodeFeature`` objects; a
   node without any is in no group, whatever the rules.
