@@ -33,6 +33,7 @@ gathers over the node table's label columns.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -209,6 +210,16 @@ def _go_strings(values: Sequence[str]) -> str:
 
 def _check_requirement(key: str, op: str, values: Sequence[str], *, exact: bool = False) -> None:
     """``labels.NewRequirement``'s validation, with its field errors."""
+    error = _requirement_error(key, op, tuple(values), exact)
+    if error is not None:
+        raise SelectorError(error)
+
+
+@functools.lru_cache(maxsize=4096)
+def _requirement_error(key: str, op: str, values: tuple[str, ...], exact: bool) -> str | None:
+    """What :func:`_check_requirement` raises, or ``None``. Memoized: the pods of a workload
+    repeat a few requirements, and checking names against the label syntax is most of the cost
+    of parsing a pod's selectors, which happens several times per scheduling cycle."""
     errs: list[str] = []
     key_errs = is_qualified_name(key)
     if key_errs:
@@ -233,8 +244,9 @@ def _check_requirement(key: str, op: str, values: Sequence[str], *, exact: bool 
         value_errs = is_valid_label_value(v)
         if value_errs:
             errs.append(f'values[{i}][{key}]: Invalid value: "{v}": ' + "; ".join(value_errs))
-    if errs:
-        raise SelectorError(errs[0] if len(errs) == 1 else "[" + ", ".join(errs) + "]")
+    if not errs:
+        return None
+    return errs[0] if len(errs) == 1 else "[" + ", ".join(errs) + "]"
 
 
 # --- affinity terms -----------------------------------------------------------------------------
