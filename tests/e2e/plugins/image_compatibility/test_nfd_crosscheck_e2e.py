@@ -30,12 +30,7 @@ from nfd import (
 )
 
 from kubesched.cluster import ClusterInfo
-from kubesched.kube import APIClient
-from kubesched.kube._custom_objects import (
-    create_custom_object,
-    delete_custom_object,
-    list_custom_objects,
-)
+from kubesched.kube import APIClient, PluginAPIClient
 from kubesched.plugins.image_compatibility._group import (
     CustomObjectsAPIClient,
     NodeFeatureGroups,
@@ -559,42 +554,6 @@ def test_match_any_stops_at_the_first_match_in_nfd_master(
 # --- the NodeFeatureGroup mode against nfd-master ----------------------------------------------
 
 
-class CustomObjects:
-    """What a front end gives plugins: custom objects over kubesched's API client."""
-
-    def __init__(self, client: APIClient) -> None:
-        self._client = client
-
-    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
-        raise AssertionError("not used")
-
-    async def list_custom_objects(
-        self,
-        group_version: str,
-        plural: str,
-        *,
-        namespace: str,
-        label_selector: str | None = None,
-    ) -> list[dict[str, Any]]:
-        return await list_custom_objects(
-            self._client, group_version, plural, namespace=namespace, label_selector=label_selector
-        )
-
-    async def create_custom_object(
-        self, group_version: str, plural: str, body: Mapping[str, Any], *, namespace: str
-    ) -> dict[str, Any] | None:
-        return await create_custom_object(
-            self._client, group_version, plural, body, namespace=namespace
-        )
-
-    async def delete_custom_object(
-        self, group_version: str, plural: str, name: str, *, namespace: str
-    ) -> bool:
-        return await delete_custom_object(
-            self._client, group_version, plural, name, namespace=namespace
-        )
-
-
 SPEC = {
     "version": "v1alpha1",
     "compatibilities": [
@@ -643,7 +602,7 @@ async def test_node_feature_group_mode_agrees_with_evaluate(
     assert per_set == [{n[1], n[2], n[4]}, {n[1], n[4]}, set()]
 
     async with APIClient.from_kubeconfig(control_plane.kubeconfig) as client:
-        api = CustomObjects(client)
+        api = PluginAPIClient(client)
         assert isinstance(api, CustomObjectsAPIClient)
         groups = NodeFeatureGroups(api, NFD_NAMESPACE, f"e2e-{run}", settle=5, poll_interval=0.5)
         groups.start()
