@@ -37,11 +37,6 @@ import msgspec
 import numpy as np
 import yaml
 
-try:
-    from yaml import CSafeLoader as _SafeLoader
-except ImportError:  # PyYAML built without libyaml
-    from yaml import SafeLoader as _SafeLoader  # type: ignore[assignment]
-
 from kubesched.plugins.image_compatibility._nfd import (
     CompiledRule,
     Features,
@@ -67,6 +62,8 @@ SPEC_MEDIA_TYPE: Final = "application/vnd.nfd.image-compatibility.spec.v1alpha1+
 SPEC_VERSION: Final = "v1alpha1"
 # Most values a spec may hold: a real one has hundreds.
 _MAX_VALUES: Final = 100_000
+# Deepest nesting of a spec: a real one is about 10 deep.
+_MAX_DEPTH: Final = 64
 # Longest reason given for one compatibility set of an incompatible spec.
 _SET_REASON_MAX: Final = 160
 
@@ -123,10 +120,12 @@ _PLAIN_TAG: Final = "tag:kubesched.io,2026:plain"
 _MERGE_TAG: Final = "tag:yaml.org,2002:merge"
 
 
-class _Loader(_SafeLoader):
+class _Loader(yaml.SafeLoader):
     """PyYAML with go-yaml v2's resolution of plain scalars (see :func:`_resolve_plain`).
 
-    go-yaml v2 also refuses a mapping with a key twice, where PyYAML keeps the last.
+    go-yaml v2 also refuses a mapping with a key twice, where PyYAML keeps the last. The pure
+    Python loader, not libyaml's: libyaml's composer recurses in C and crashes the process on
+    a deeply nested document, where Python's raises RecursionError. A spec is decoded once.
     """
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
@@ -273,18 +272,20 @@ class _Normalizer:
 
     Scalars become strings except ``weight``; a null field keeps its default as in Go, except
     a null expression (NFD would crash on it) and a null var (the empty string in Go).
-    At most ``_MAX_VALUES`` values are visited, aliases counted each time they are used, so
-    that a small document of nested aliases cannot take the decoder down.
+    At most ``_MAX_VALUES`` values are visited, aliases counted each time they are used, and
+    at most ``_MAX_DEPTH`` deep, so that a small document cannot take the decoder down.
     """
 
     def __init__(self) -> None:
         self.left = _MAX_VALUES
 
-    def __call__(self, node: object, path: str, field: str) -> object:
+    def __call__(self, node: object, path: str, field: str, depth: int = 0) -> object:
         """``node`` normalized; ``field`` is the name of the field it belongs to."""
         self.left -= 1
         if self.left < 0:
             raise SpecError("", f"more than {_MAX_VALUES} values (aliases counted each use)")
+        if depth > _MAX_DEPTH:
+            raise SpecError(path, f"nested more than {_MAX_DEPTH} deep")
         if isinstance(node, dict):
             out: dict[str, object] = {}
             for k, v in node.items():
@@ -307,10 +308,10 @@ class _Normalizer:
                         raise SpecError(sub, "must be a list of strings")
                     if key in ("op", "type") and not _is_scalar(v):
                         raise SpecError(sub, "must be a string")
-                out[key] = self(v, sub, _CHILD_FIELD.get(field, key))
+                out[key] = self(v, sub, _CHILD_FIELD.get(field, key), depth + 1)
             return out
         if isinstance(node, list):
-            return [self(v, f"{path}[{i}]", field) for i, v in enumerate(node)]
+            return [self(v, f"{path}[{i}]", field, depth + 1) for i, v in enumerate(node)]
         if field == "weight":
             return node
         return _go_string(node)
@@ -331,6 +332,8 @@ def decode_spec(data: bytes) -> CompatibilitySpec:
         raise SpecError("", f"not YAML or JSON: {e.problem or e.context}{where}") from None
     except yaml.YAMLError as e:
         raise SpecError("", f"not YAML or JSON: {e}") from None
+    except RecursionError:
+        raise SpecError("", "not YAML or JSON: nested too deep") from None
     if not isinstance(raw, dict):
         raise SpecError("", "a spec must be a mapping with version and compatibilities")
     try:

@@ -561,3 +561,14 @@ def test_nested_aliases_are_refused() -> None:
     data = ("version: v1alpha1\n" + "\n".join(lines) + "\ncompatibilities: []\n").encode()
     with pytest.raises(SpecError, match="more than 100000 values"):
         decode_spec(data)
+
+
+@pytest.mark.parametrize("data", [b"a: " + b"[" * 3000 + b"]" * 3000, b"[" * 3000 + b"]" * 3000])
+def test_deep_nesting_is_a_spec_error(data: bytes) -> None:
+    with pytest.raises(SpecError):
+        decode_spec(data)
+
+
+def test_very_deep_nesting_does_not_crash_the_parser() -> None:
+    with pytest.raises(SpecError, match="nested too deep"):
+        decode_spec(b"[" * 200_000 + b"]" * 200_000)
