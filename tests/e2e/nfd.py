@@ -5,7 +5,8 @@
 in the module ``sigs.k8s.io/node-feature-discovery``) and waits until the apiserver serves them.
 It uses server-side apply, so calling it again (another test module, a reused cluster) is a no-op.
 
-The ``nfd_master`` fixture (import ``nfd_master_fixture`` into a test module to use it) runs
+The ``nfd_master`` fixture (``nfd_master_fixture``, which the image-compatibility tests'
+conftest imports: import it in one conftest only, a second copy would start a second one) runs
 nfd-master, built from ``hack/nfd`` at the version pinned there, against the test apiserver for
 the whole session: it evaluates ``NodeFeatureGroup`` objects in :data:`NFD_NAMESPACE` over the
 ``NodeFeature`` objects of existing Nodes and writes ``status.nodes``. It runs as a component of

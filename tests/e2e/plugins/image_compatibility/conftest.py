@@ -8,6 +8,8 @@
 
 Each is started once per session (a missing binary fails the test with what to run) and
 stopped at the end. Tests keep apart by pushing to repositories of their own (``unique_repo``).
+
+``nfd_master`` (from tests/e2e/nfd.py): NFD's CRDs and a real nfd-master for the session.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from e2e.nfd import nfd_master_fixture  # noqa: F401 (the nfd_master fixture)
 from oci import Registry, start_distribution, start_ociserver
 
 

@@ -20,15 +20,14 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 import pytest
-from nfd import (
+
+from e2e.nfd import (
     NFD_API_VERSION,
     NFD_GROUP,
     NFD_NAMESPACE,
     NfdMaster,
     install_nfd_crds,
-    nfd_master_fixture,  # noqa: F401 (the nfd_master fixture)
 )
-
 from kubesched.cluster import ClusterInfo
 from kubesched.kube import APIClient, PluginAPIClient
 from kubesched.plugins.image_compatibility._group import (
