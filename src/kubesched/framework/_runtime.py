@@ -473,6 +473,9 @@ class Framework:
             verdict = p.filter_nodes(state, pod, Nodes(self._snapshot, slots))
             if self._metrics is not None:
                 self._metrics.plugin(p.name, "Filter", Code.SUCCESS, time.perf_counter() - t0)
+            if len(verdict.statuses) == 1:
+                # No status but success to point to: every node passed, no need to look.
+                continue
             failing = verdict.ids != 0
             if not failing.any():
                 continue
@@ -703,7 +706,7 @@ class Framework:
                 s = p.normalize_score(state, pod, nodes, scores)
                 if s is not None and s.code != Code.SUCCESS:
                     raise ScoreError(p.name, s)
-            if len(scores) and (scores.max() > MAX_NODE_SCORE or scores.min() < MIN_NODE_SCORE):
+            if _out_of_range(scores):
                 bad = int(scores.max() if scores.max() > MAX_NODE_SCORE else scores.min())
                 raise ScoreError(
                     p.name,
@@ -920,6 +923,16 @@ class Framework:
     def run_post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None:
         for p in self.post_bind_plugins:
             p.post_bind(state, pod, node_name)
+
+
+def _out_of_range(scores: IntArray) -> bool:
+    """Whether some score is outside ``[MIN_NODE_SCORE, MAX_NODE_SCORE]``."""
+    if not len(scores):
+        return False
+    if scores.dtype == np.int64 and MIN_NODE_SCORE == 0:
+        # One pass instead of two: a negative int64 read as uint64 is above 2**63.
+        return bool(scores.view(np.uint64).max() > MAX_NODE_SCORE)
+    return bool(scores.max() > MAX_NODE_SCORE or scores.min() < MIN_NODE_SCORE)
 
 
 def _priority(pod: Pod) -> int:

@@ -18,8 +18,6 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Mapping
 
-import numpy as np
-
 from kubesched.api import LabelSelector, Node, node_allocatable
 from kubesched.framework._node_info import NodeInfo, PodInfo
 from kubesched.framework._pods import PodTable
@@ -76,7 +74,9 @@ class Snapshot:
                 yield info
 
     def present_slots(self) -> IntArray:
-        return np.flatnonzero(self.table.present[: len(self._by_slot)]).astype(np.int64)
+        """The slots of the nodes with a Node object, ascending: the same read-only array until
+        a node is added or removed."""
+        return self.table.present_slots()
 
     def slot_of(self, name: str) -> int | None:
         info = self.get(name)
@@ -143,7 +143,7 @@ class Snapshot:
         info.allocatable = node_allocatable(node)
         info.generation += 1
         t, slot = self.table, info.slot
-        t.present[slot] = True
+        t.set_present(slot, True)
         t.set_allocatable(slot, info.allocatable)
         t.unschedulable[slot] = node.spec.unschedulable
         t.taints.set(slot, tuple(node.spec.taints))
@@ -162,7 +162,7 @@ class Snapshot:
         self._set_images(slot, info.node, None)
         t.set_labels(slot, info.node.metadata.labels, {})
         t.taints.set(slot, ())
-        t.present[slot] = False
+        t.set_present(slot, False)
         t.touch(slot)
         info.node = None
         info.generation += 1

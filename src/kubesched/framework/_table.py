@@ -110,6 +110,8 @@ class NodeTable:
         #: Bumped when rows move to new arrays or resource columns are added: values a reader
         #: derived per slot no longer line up with the columns and must be recomputed.
         self.layout = 0
+        self._present_slots: IntArray | None = None
+        self._present_leading = False
         # The slots of the last row changes: version ``_changes_base + i + 1`` changed
         # ``_changes[i]``.
         self._changes: list[int] = []
@@ -132,6 +134,21 @@ class NodeTable:
     def label_predicate(self, key: str, fn: Callable[[str | None], bool]) -> BoolArray:
         return self.label(key).predicate(fn)
 
+    def present_slots(self) -> IntArray:
+        """The slots where :attr:`present` is true, ascending; the same read-only array until
+        that changes, so callers may keep it."""
+        if self._present_slots is None:
+            slots = np.flatnonzero(self.present).astype(np.int64)
+            slots.flags.writeable = False
+            self._present_slots = slots
+            self._present_leading = not len(slots) or int(slots[-1]) == len(slots) - 1
+        return self._present_slots
+
+    def is_leading(self, slots: IntArray) -> bool:
+        """Whether ``slots`` is the array :meth:`present_slots` returned and that is
+        ``0, 1, ..., n - 1``: a value per slot is then a slice away instead of a gather."""
+        return slots is self._present_slots and self._present_leading
+
     def changed_since(self, version: int) -> list[int] | None:
         """The slots whose rows changed after :attr:`version` was ``version`` (duplicates
         possible), or ``None`` when that is too long ago to say.
@@ -146,6 +163,11 @@ class NodeTable:
         return self._changes[version - self._changes_base :]
 
     # -- writing (by the snapshot) -------------------------------------------------------------
+
+    def set_present(self, slot: int, present: bool) -> None:
+        if self.present[slot] != present:
+            self.present[slot] = present
+            self._present_slots = None
 
     def touch(self, slot: int) -> None:
         """Record that the row of ``slot`` changed (any column, presence included)."""
@@ -274,6 +296,8 @@ class RowDerived:
         self._entries[key] = entry
         if len(self._entries) > self._max_keys:
             del self._entries[next(iter(self._entries))]
+        if table.is_leading(slots):
+            return entry.values[: len(slots)].copy()
         out: IntArray = entry.values.take(slots)
         return out
 

@@ -61,9 +61,11 @@ class NodeUnschedulable(FilterPlugin, EnqueueExtensions):
         return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_REASON_UNSCHEDULABLE)
 
     def filter_nodes(self, state: CycleState, pod: Pod, nodes: Nodes) -> NodeStatuses:
-        if tolerates_unschedulable(pod):
+        unschedulable = nodes.table.unschedulable
+        # No node cordoned (the usual case) is one cheap look at the column.
+        if not unschedulable.any() or tolerates_unschedulable(pod):
             return NodeStatuses.passing(len(nodes))
-        cordoned = nodes.table.unschedulable[nodes.slots]
+        cordoned = unschedulable[nodes.slots]
         return NodeStatuses.from_mask(
             np.asarray(cordoned, dtype=np.bool_),
             Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_REASON_UNSCHEDULABLE),

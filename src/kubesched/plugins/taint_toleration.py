@@ -133,6 +133,9 @@ class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensio
                 k = by_reason[reason] = len(statuses)
                 statuses.append(Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, reason))
             lut[vid] = k
+        if len(statuses) == 1:
+            # No taint set on any node keeps the pod off.
+            return NodeStatuses.passing(len(nodes))
         return NodeStatuses(lut.take(column.ids.take(nodes.slots)), statuses)
 
     # -- Score ---------------------------------------------------------------------------------
@@ -170,6 +173,8 @@ class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensio
             dtype=np.int64,
             count=len(column.values),
         )
+        if not lut.any():
+            return np.zeros(len(nodes), dtype=np.int64), None
         return lut.take(column.ids.take(nodes.slots)), None
 
     def normalize_score(

@@ -126,6 +126,13 @@ class TooHigh(ScorePlugin):
         return 101, None
 
 
+class Negative(ScorePlugin):
+    name = "Negative"
+
+    def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status | None]:
+        return -1 if node.name == "n3" else 0, None
+
+
 class Gang(PermitPlugin):
     name = "Gang"
 
@@ -136,7 +143,19 @@ class Gang(PermitPlugin):
 REGISTRY = Registry(
     {
         p.name: p
-        for p in (Sort, Binder, CpuFit, NoGpuLabel, Broken, OnlyNamed, ByIndex, Flat, TooHigh, Gang)
+        for p in (
+            Sort,
+            Binder,
+            CpuFit,
+            NoGpuLabel,
+            Broken,
+            OnlyNamed,
+            ByIndex,
+            Flat,
+            TooHigh,
+            Negative,
+            Gang,
+        )
     }
 )
 
@@ -204,6 +223,12 @@ def test_single_feasible_node_skips_scoring() -> None:
 def test_out_of_range_score_is_an_error() -> None:
     fw = framework(cluster(), score=[("TooHigh", 1)])
     with pytest.raises(ScoreError, match="invalid score 101"):
+        fw.schedule_pod(CycleState(), make_pod("p"))
+
+
+def test_negative_score_is_an_error() -> None:
+    fw = framework(cluster(), score=[("Negative", 1)])
+    with pytest.raises(ScoreError, match="invalid score -1"):
         fw.schedule_pod(CycleState(), make_pod("p"))
 
 

@@ -29,6 +29,28 @@ class Cpu:
         return out
 
 
+def test_present_slots_are_kept_until_a_node_comes_or_goes() -> None:
+    s = snapshot(3)
+    first = s.present_slots()
+    assert first.tolist() == [0, 1, 2]
+    assert not first.flags.writeable
+    assert s.table.is_leading(first)
+    assert not s.table.is_leading(first.copy())
+    s.add_pod(PodInfo.of(make_pod("a", cpu="1")), "n1")
+    s.set_node(make_node("n0", cpu="8"))
+    assert s.present_slots() is first
+    s.remove_node("n1")
+    assert s.present_slots().tolist() == [0, 2]
+    assert not s.table.is_leading(s.present_slots())
+    # n1's pod keeps its slot; n2's is free again and n3 takes it.
+    s.remove_node("n2")
+    s.set_node(make_node("n3"))
+    assert s.present_slots().tolist() == [0, 2]
+    s.set_node(make_node("n1"))
+    assert s.present_slots().tolist() == [0, 1, 2]
+    assert s.table.is_leading(s.present_slots())
+
+
 def test_changed_since_lists_the_rows_changed_after_a_version() -> None:
     s = snapshot(3)
     t = s.table
@@ -65,6 +87,15 @@ def test_only_changed_rows_are_derived_again() -> None:
     assert len(derive.asked) == 2
     got[1] = -1
     assert kept.get(s.table, "k", every, derive).tolist() == [0, 1500, 0, 0]
+
+
+def test_values_follow_the_slots_asked_for_when_some_slots_are_empty() -> None:
+    s = snapshot(4)
+    derive = Cpu(s.table)
+    kept = RowDerived()
+    s.remove_node("n1")
+    s.add_pod(PodInfo.of(make_pod("a", cpu="2")), "n2")
+    assert kept.get(s.table, "k", s.present_slots(), derive).tolist() == [0, 2000, 0]
 
 
 def test_removed_rows_are_not_derived() -> None:
