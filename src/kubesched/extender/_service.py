@@ -7,6 +7,7 @@ import contextlib
 import gc
 import logging
 import signal
+from functools import partial
 from typing import Any
 
 from kubesched.api import Node, Pod
@@ -24,7 +25,7 @@ from kubesched.extender._engine import Extender
 from kubesched.extender._metrics import ExtenderMetrics
 from kubesched.extender._server import ExtenderServer, ServerOptions
 from kubesched.framework import Registry
-from kubesched.kube import APIClient, PluginAPIClient, Reflector
+from kubesched.kube import APIClient, EventRecorder, PluginAPIClient, Reflector
 
 __all__ = ["POD_FIELD_SELECTOR", "ExtenderService", "serve"]
 
@@ -32,6 +33,21 @@ log = logging.getLogger(__name__)
 
 #: Pods that hold resources on a node: assigned and not finished.
 POD_FIELD_SELECTOR = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
+
+
+class _EventsFromWorker:
+    """Plugins' events about pods, recorded from the worker thread the plugins run on: handed to
+    the recorder on the event loop, where it lives."""
+
+    def __init__(self, recorder: EventRecorder, loop: asyncio.AbstractEventLoop) -> None:
+        self._recorder = recorder
+        self._loop = loop
+
+    def event(self, regarding: Pod, *, type: str, reason: str, action: str, note: str) -> None:
+        record = partial(
+            self._recorder.event, regarding, type=type, reason=reason, action=action, note=note
+        )
+        self._loop.call_soon_threadsafe(record)
 
 
 class ExtenderService:
@@ -44,6 +60,7 @@ class ExtenderService:
     by name, no pod, and cannot bind. The kinds the plugins declare
     (:attr:`~kubesched.framework.Plugin.watched_kinds`) get an informer each; one the server
     does not serve or will not list is empty and synced, and listed again every 30 s at most.
+    Plugins' events about pods are recorded (reporting controller ``kubesched-extender``).
     """
 
     def __init__(
@@ -92,6 +109,12 @@ class ExtenderService:
                 Reflector(client, k.path, k.type, ObjectHandler(cache), tolerate_missing=True)
                 for k in self.extender.watched_kinds()
             )
+        #: Plugins' events (ImageCompatibility's warnings), with a client only.
+        self.recorder = (
+            EventRecorder(client, reporting_controller="kubesched-extender")
+            if client is not None
+            else None
+        )
         self.extender.synced = self._synced
         self.server = ExtenderServer(self.extender, options, ready=self._ready)
         self._stop = asyncio.Event()
@@ -107,7 +130,15 @@ class ExtenderService:
         self._stop.set()
 
     async def start(self) -> None:
-        """Listen, and start the informers."""
+        """Listen, and start the informers and the event recorder."""
+        if self.recorder is not None:
+            self.recorder.start()
+            events = _EventsFromWorker(self.recorder, asyncio.get_running_loop())
+            for fwk in (
+                *self.extender.cluster_profiles.values(),
+                *self.extender.body_profiles.values(),
+            ):
+                fwk.set_event_recorder(events)
         await self.server.start()
         for r in self.reflectors:
             r.start()
@@ -120,6 +151,8 @@ class ExtenderService:
         await self.server.stop()
         for r in self.reflectors:
             await r.stop()
+        if self.recorder is not None:
+            await self.recorder.aclose()
         self.extender.close()
 
     async def run(self) -> int:

@@ -1,7 +1,8 @@
 """The image-compatibility agent behind the real kube-scheduler v1.34.4: the extender watches
 NodeFeature objects (NFD's CRDs installed), fetches the artifacts attached to the pods' images
 from a real registry, and kube-scheduler places pods on the only compatible node and reports the
-extender's reason for the others."""
+extender's reason for the others; with the registry gone, a pod waits and the agent records a
+Warning event on it."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from conftest import AdminClient
 
 NODE_NAME_LABEL = "nfd.node.kubernetes.io/node-name"
+EVENT_REASON = "ImageCompatibilityUnavailable"
 AVX512 = {"flags": {"cpu.cpuid": {"elements": {"AVX512F": {}}}}}
 OLD_KERNEL = {"attributes": {"kernel.version": {"elements": {"major": "5"}}}}
 
@@ -64,6 +66,8 @@ def test_kube_scheduler_places_pods_by_the_image_compatibility_agent(
     attach_artifact(registry, "app", push_image(registry, "app", "v1"), AVX512_OR_NEW_KERNEL)
     gpu = registry.image("gpu", "v1")
     attach_artifact(registry, "gpu", push_image(registry, "gpu", "v1"), NVIDIA_GPU)
+    push_image(registry, "late", "v1")
+    late = registry.image("late", "v1")
     config = tmp_path / "agent.yaml"
     config.write_text(
         json.dumps(
@@ -131,3 +135,15 @@ def test_kube_scheduler_places_pods_by_the_image_compatibility_agent(
     world.pod("gpu", containers=[{"name": "c", "image": gpu}])
     message = world.wait_unschedulable("gpu")
     assert f'image {gpu} not compatible: rule "gpu"' in message
+    # The registry goes away before "late"'s artifact was looked up: the pod stays Pending
+    # (failurePolicy Fail) and the agent says why in an event on it.
+    registry.stop()
+    world.pod("late", containers=[{"name": "c", "image": late}])
+    warnings = wait_for(
+        lambda: [e for e in world.events("late") if e["reason"] == EVENT_REASON],
+        60,
+        "the agent's warning about late",
+    )
+    assert warnings[0]["type"] == "Warning"
+    assert f"cannot fetch the image compatibility artifact of {late}" in warnings[0]["message"]
+    assert not world.get_pod("late")["spec"].get("nodeName")
