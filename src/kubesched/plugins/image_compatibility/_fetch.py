@@ -151,8 +151,9 @@ class ArtifactStore:
         self._lock = threading.RLock()
         #: ``registry/repository@digest`` -> what the registry had for it.
         self._specs: OrderedDict[str, Found | Invalid] = OrderedDict()
-        #: The image as the pod names it -> (digest, monotonic time it stops being trusted).
-        self._tags: dict[str, tuple[str, float]] = {}
+        #: The image as the pod names it -> (digest, monotonic time it stops being trusted);
+        #: as many as specs, the least recently resolved dropped first.
+        self._tags: OrderedDict[str, tuple[str, float]] = OrderedDict()
         self._fetches: dict[tuple[str, str, tuple[str, ...]], Fetch] = {}
         self._tasks: set[concurrent.futures.Future[None]] = set()
         #: Fetches finished, by result (``artifact``, ``no_artifact``, ``invalid``, ``error``).
@@ -297,6 +298,9 @@ class ArtifactStore:
             digest = await registry.resolve(ref, creds)
             with self._lock:
                 self._tags[job.image] = (digest, self._clock() + self.tag_ttl)
+                self._tags.move_to_end(job.image)
+                while len(self._tags) > self.size:
+                    self._tags.popitem(last=False)
         key = _cache_key(ref, digest)
         with self._lock:
             known = self._specs.get(key)
