@@ -188,6 +188,8 @@ def start_nfd_master(
         argv[:] = nfd_master_argv(binary, control_plane.kubeconfig, namespace, port)
         return argv
 
+    # One left running by an interrupted session on a reused cluster would hold the name.
+    cluster.stop_component(name, cluster=control_plane.name)
     component = cluster.start_component(
         name,
         argv_for,
