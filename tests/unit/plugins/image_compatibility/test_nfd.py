@@ -4,6 +4,7 @@ and how nfd-master merges the NodeFeature objects of a node."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import msgspec
@@ -1069,6 +1070,8 @@ REGEXPS = [
     ("Go's end of text", r"AVX\z", "AVX", True),
     ("Go's end of text before a newline", r"AVX\z", "AVX\n", False),
     ("a backslash and a z", r"a\\z", "a\\z", True),
+    ("Go's $ is the end of text", r"AVX$", "AVX\n", False),
+    ("a lone surrogate", r"x", "\udc80x", True),
     ("ASCII digits only", r"^\d+$", "\u0663", False),
     ("ASCII word characters only", r"^\w+$", "\u00e9", False),
 ]
@@ -1079,6 +1082,18 @@ REGEXPS = [
 )
 def test_regexps_as_go(pattern: str, value: str, want: bool) -> None:
     assert on_value("InRegexp", [pattern], "", "x", {"x": value}) is want
+
+
+@pytest.mark.parametrize("pattern", [r"(a)\1", r"x(?=y)", r"(?<!a)b", "a{2,1}"])
+def test_regexps_go_refuses_are_invalid(pattern: str) -> None:
+    with pytest.raises(RuleError, match=r"matchExpressions\.x\.value\[0\]: invalid regexp"):
+        compile_rule(rule(term(exprs={"x": me("InRegexp", pattern)})))
+
+
+def test_regexps_take_linear_time() -> None:
+    started = time.monotonic()
+    assert on_value("InRegexp", [r"(a+)+$"], "", "x", {"x": "a" * 40 + "!"}) is False
+    assert time.monotonic() - started < 5
 
 
 # --- fail_fast: nfd-master's evaluation of NodeFeatureGroups -------------------------------
