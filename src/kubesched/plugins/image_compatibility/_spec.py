@@ -358,14 +358,13 @@ class _Set:
     def __init__(self, index: int, compatibility: Compatibility) -> None:
         self.weight = compatibility.weight
         self.label = f"set {index}" + (f' "{compatibility.tag}"' if compatibility.tag else "")
-        self.rules: tuple[CompiledRule, ...] = ()
-        rules = []
+        rules: list[CompiledRule] = []
         for j, rule in enumerate(compatibility.rules):
             try:
                 rules.append(compile_rule(rule, f"compatibilities[{index}].rules[{j}]"))
             except RuleError as e:
                 raise _InvalidRuleError(e.path, e.message) from None
-        self.rules = tuple(rules)
+        self.rules: tuple[CompiledRule, ...] = tuple(rules)
         self.uses_backref = any(r.uses_backref for r in self.rules)
 
     def check(self, features: Features) -> str | None:
