@@ -15,14 +15,16 @@ unbound is a scheduler failure.
 ``spread`` is kube-scheduler's ``TopologySpreading`` (``5000Nodes_5000Pods``: 5,000 nodes labelled
 ``topology.kubernetes.io/zone`` ``moon-1``, ``moon-2``, ``moon-3`` in turn, 5,000 init and 5,000
 measured pods) with ``SchedulingPodAntiAffinity``'s and ``PreferredTopologySpreading``'s pods mixed
-in, each template as in ``templates/``: in a cycle of 10 pods, 4 ``pod-with-topology-spreading``
+in, each template as in ``templates/``: in a cycle of 10 pods, 5 ``pod-with-topology-spreading``
 (``color: blue``, maxSkew 5 by zone, DoNotSchedule), 1 ``pod-with-preferred-topology-spreading``
-(the same constraint, ScheduleAnyway), 3 ``pod-with-pod-anti-affinity`` (``color: green``,
+(the same constraint, ScheduleAnyway), 2 ``pod-with-pod-anti-affinity`` (``color: green``,
 required anti-affinity to green pods by hostname) and 2 ``pod-default``. Two deviations, both so
 that the final placement can be checked against hard bounds: the ScheduleAnyway pods are labelled
 ``color: yellow`` (as blue, they would let the blue pods' skew exceed 5), and the anti-affinity
 term lists the pod's own namespace instead of scheduler_perf's ``sched-0`` and ``sched-1``. The
-green pods need a node each: 3 in 10 pods, so up to 3.3 pods per node stay schedulable.
+green pods need a node each: 2 in 10 pods, so up to 5 pods per node stay schedulable (10,000 pods
+on 5,000 nodes hold 2,000 green pods, as ``SchedulingPodAntiAffinity/5000Nodes_2000Pods``; 2,000
+on 500 nodes, as ``TopologySpreading/500Nodes``, hold 400).
 """
 
 from __future__ import annotations
@@ -183,14 +185,14 @@ def _spreading(pod: Json, color: str, when: str) -> Json:
 
 
 def pod_spread(index: int, name: str, namespace: str) -> Json:
-    """Pod ``index`` of the ``spread`` cycle of 10 (see the module doc): 4 blue DoNotSchedule
-    spreading, 1 yellow ScheduleAnyway spreading, 3 green with required anti-affinity by hostname,
+    """Pod ``index`` of the ``spread`` cycle of 10 (see the module doc): 5 blue DoNotSchedule
+    spreading, 1 yellow ScheduleAnyway spreading, 2 green with required anti-affinity by hostname,
     2 ``pod-default``."""
     kind = index % 10
     pod = pod_default(name, namespace)
-    if kind < 4:
+    if kind < 5:
         return _spreading(pod, "blue", "DoNotSchedule")
-    if kind == 4:
+    if kind == 5:
         return _spreading(pod, "yellow", "ScheduleAnyway")
     if kind < 8:
         # pod-with-pod-anti-affinity.yaml

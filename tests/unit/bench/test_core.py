@@ -38,9 +38,9 @@ def test_mixed_profile_respects_taints_and_affinity() -> None:
 
 
 def test_spread_profile_keeps_skew_and_anti_affinity() -> None:
-    # 30 nodes in three zones, 90 pods: 27 green ones need a node each.
-    r = run_core(nodes=30, pods=90, profile="spread", seed=1)
-    assert (r.scheduled, r.failed_attempts) == (90, 0)
+    # 30 nodes in three zones, 140 pods: 28 green ones need a node each.
+    r = run_core(nodes=30, pods=140, profile="spread", seed=1)
+    assert (r.scheduled, r.failed_attempts) == (140, 0)
     assert r.overcommitted_nodes == 0
     assert r.constraint_violations == 0
     assert "Filter/PodTopologySpread" in r.plugins

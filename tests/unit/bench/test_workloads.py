@@ -103,9 +103,9 @@ def test_spread_is_topology_spreading_with_anti_affinity() -> None:
             assert not p.metadata.labels
             kinds.append("default")
     cycle = [
-        *["blue DoNotSchedule"] * 4,
+        *["blue DoNotSchedule"] * 5,
         "yellow ScheduleAnyway",
-        *["green anti-affinity"] * 3,
+        *["green anti-affinity"] * 2,
         *["default"] * 2,
     ]
     assert kinds == cycle * 2
