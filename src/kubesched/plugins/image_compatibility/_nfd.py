@@ -314,7 +314,7 @@ def _regexp_error(pattern: str) -> str | None:
     return None
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=256)
 def _regexps(patterns: tuple[str, ...]) -> Callable[[str], bool]:
     """Whether a value contains a match of any of ``patterns`` (valid RE2), as Go's
     ``MatchString``; one RE2 set per distinct list of patterns, whichever rule uses it.
@@ -327,7 +327,7 @@ def _regexps(patterns: tuple[str, ...]) -> Callable[[str], bool]:
         found.Add(p)
     found.Compile()
 
-    @functools.lru_cache(maxsize=4096)
+    @functools.lru_cache(maxsize=1024)
     def test(value: str) -> bool:
         # A lone surrogate cannot be UTF-8; Go would see U+FFFD there.
         return found.Match(value.encode("utf-8", "replace")) is not None
