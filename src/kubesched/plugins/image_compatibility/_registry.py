@@ -28,11 +28,12 @@ registry, scope and user until they expire. Credentials come from a pod's image 
 matched to the image the way kubelet matches them (:func:`credentials_from_secrets`,
 :func:`matching_credentials`).
 
-Transport: HTTPS by default, verified against the system trust store or ``ca_file``. Plain HTTP
-is used only for registries named in ``plain_http`` (``host:port``, or a bare host for every
-port) -- loopback registries included, since a scheduler that silently downgrades to HTTP for
-``localhost`` would read unauthenticated data that kubelet (which only does so when configured
-to) would not pull.
+Transport: HTTPS by default, verified against the system trust store (or ``ca_file`` instead).
+Plain HTTP is used only for registries named in ``plain_http`` (``host:port``, or a bare host
+for every port), loopback ones included: whether ``localhost:5000`` speaks HTTP is the container
+runtime's configuration, which the scheduler cannot see, and guessing by trying HTTP after a
+failed HTTPS would let anyone who can answer on that port feed the scheduler unauthenticated
+data. Proxy settings in the environment (``HTTPS_PROXY``) are not used.
 
 Nothing is cached by tag: a tag can move at any time, so every :meth:`RegistryClient.resolve`
 asks the registry. What an image digest leads to never changes, so callers may cache
