@@ -6,7 +6,10 @@ artifacts attached as ``oras attach`` does and NodeFeature objects (NFD's CRDs i
   image and the failed rule;
 * a pod whose image has no artifact schedules;
 * with the registry stopped, a pod whose image's artifact was never fetched stays Pending under
-  ``failurePolicy: Fail`` and schedules under ``Ignore``, with a Warning event either way.
+  ``failurePolicy: Fail`` and schedules under ``Ignore``, with a Warning event either way;
+* a registry behind auth is read with the pod's image pull secret;
+* in ``NodeFeatureGroup`` mode, nfd-master (built from its Go module) decides through one
+  NodeFeatureGroup per compatibility set.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from compat_specs import AVX512_OR_NEW_KERNEL, NVIDIA_GPU
 from e2e.annotator.field_e2e import GROUP_LABEL, annotated_node, new_group, nodes, scheduler
-from e2e.nfd import install_nfd_crds
+from e2e.nfd import NfdMaster, install_nfd_crds
 from e2e.scheduler.sched_e2e import (
     SchedulerProcess,
     condition,
@@ -32,6 +35,7 @@ from e2e.scheduler.sched_e2e import (
     scheduler_config,
 )
 from kubesched.cluster import ClusterInfo
+from kubesched.plugins.image_compatibility._group import OWNER_LABEL, owner_label_value
 from oci import Registry, attach_artifact, push_image, start_distribution
 
 if TYPE_CHECKING:
@@ -61,20 +65,29 @@ def registry_at(workdir: Path) -> Iterator[Registry]:
         reg.stop()
 
 
-def node_features(client: AdminClient, ns: str, names: Mapping[str, str]) -> None:
+def node_features(client: AdminClient, ns: str, names: Mapping[str, str]) -> list[str]:
+    """A NodeFeature per node that has features, named after it, in ``ns``; nfd-worker always
+    publishes ``system.name``'s ``nodename``, which is how nfd-master names the node."""
+    created = []
     for key, features in FEATURES.items():
         if features is None:
             continue
         node = names[key]
+        attributes = {
+            **features.get("attributes", {}),
+            "system.name": {"elements": {"nodename": node}},
+        }
         client.post(
             NODE_FEATURES.format(ns=ns),
             {
                 "apiVersion": "nfd.k8s-sigs.io/v1alpha1",
                 "kind": "NodeFeature",
                 "metadata": {"name": node, "namespace": ns, "labels": {NODE_NAME_LABEL: node}},
-                "spec": {"features": features},
+                "spec": {"features": {**features, "attributes": attributes}},
             },
         ).expect(201)
+        created.append(node)
+    return created
 
 
 def config(profile: str, reg: Registry, **args: Any) -> dict[str, Any]:
@@ -93,12 +106,21 @@ def config(profile: str, reg: Registry, **args: Any) -> dict[str, Any]:
 
 
 def pod_with_image(
-    client: AdminClient, ns: str, profile: str, name: str, image: str, group: str
+    client: AdminClient,
+    ns: str,
+    profile: str,
+    name: str,
+    image: str,
+    group: str,
+    *,
+    pull_secret: str = "",
 ) -> None:
-    spec = {
+    spec: dict[str, Any] = {
         "nodeSelector": {GROUP_LABEL: group},
         "containers": [{"name": "c", "image": image}],
     }
+    if pull_secret:
+        spec["imagePullSecrets"] = [{"name": pull_secret}]
     create_pod(client, pod_manifest(name, ns, profile, spec=spec))
 
 
@@ -141,25 +163,26 @@ def warning_event(client: AdminClient, ns: str, pod: str, proc: SchedulerProcess
 
 @dataclass
 class Setup:
-    """A registry, three nodes of a group of their own with their NodeFeatures, a profile."""
+    """Three nodes of a group of their own with their NodeFeatures, and a profile."""
 
-    registry: Registry
     group: str
     names: dict[str, str]
     profile: str
 
 
 @contextlib.contextmanager
-def setup(client: AdminClient, ns: str, workdir: Path, prefix: str) -> Iterator[Setup]:
+def setup(client: AdminClient, features_ns: str, prefix: str) -> Iterator[Setup]:
+    """Nodes and NodeFeatures (in ``features_ns``), deleted at the end."""
     install_nfd_crds(client)
     g = new_group()
     names = {k: f"{prefix}-{g}-{k}" for k in FEATURES}
-    with (
-        registry_at(workdir / "registry") as reg,
-        nodes(client, [annotated_node(n, g) for n in names.values()]),
-    ):
-        node_features(client, ns, names)
-        yield Setup(reg, g, names, f"{prefix}-{g}")
+    with nodes(client, [annotated_node(n, g) for n in names.values()]):
+        created = node_features(client, features_ns, names)
+        try:
+            yield Setup(g, names, f"{prefix}-{g}")
+        finally:
+            for name in created:
+                client.delete(f"{NODE_FEATURES.format(ns=features_ns)}/{name}")
 
 
 def test_pods_land_only_on_compatible_nodes(
@@ -168,8 +191,11 @@ def test_pods_land_only_on_compatible_nodes(
     namespace: str,
     tmp_path: Path,
 ) -> None:
-    with setup(admin_client, namespace, tmp_path, "ic") as s:
-        reg, g, names, profile = s.registry, s.group, s.names, s.profile
+    with (
+        registry_at(tmp_path / "registry") as reg,
+        setup(admin_client, namespace, "ic") as s,
+    ):
+        g, names, profile = s.group, s.names, s.profile
         compatible = push_image(reg, "app", "v1")
         attach_artifact(reg, "app", compatible, AVX512_OR_NEW_KERNEL)
         gpu = push_image(reg, "gpu-app", "v1")
@@ -213,8 +239,11 @@ def test_ignore_policy_schedules_when_the_registry_is_down(
     namespace: str,
     tmp_path: Path,
 ) -> None:
-    with setup(admin_client, namespace, tmp_path, "ii") as s:
-        reg, g, profile = s.registry, s.group, s.profile
+    with (
+        registry_at(tmp_path / "registry") as reg,
+        setup(admin_client, namespace, "ii") as s,
+    ):
+        g, profile = s.group, s.profile
         image = push_image(reg, "app", "v1")
         attach_artifact(reg, "app", image, NVIDIA_GPU)
         reg.stop()
@@ -226,3 +255,84 @@ def test_ignore_policy_schedules_when_the_registry_is_down(
             assert bound(admin_client, namespace, "p", proc) in s.names.values()
             note = warning_event(admin_client, namespace, "p", proc)
             assert "failurePolicy Ignore" in note
+
+
+def test_a_pods_pull_secret_opens_a_registry_behind_auth(
+    admin_client: AdminClient,
+    control_plane: ClusterInfo,
+    namespace: str,
+    tmp_path: Path,
+    oci_auth_registry: Registry,
+    unique_repo: str,
+) -> None:
+    reg = oci_auth_registry
+    secret = reg.dockerconfigjson_secret("pull", namespace)
+    admin_client.post(f"/api/v1/namespaces/{namespace}/secrets", secret).expect(201)
+    image = reg.image(unique_repo, "v1")
+    attach_artifact(reg, unique_repo, push_image(reg, unique_repo, "v1"), AVX512_OR_NEW_KERNEL)
+    other_repo = f"{unique_repo}-other"
+    other = reg.image(other_repo, "v1")
+    attach_artifact(reg, other_repo, push_image(reg, other_repo, "v1"), AVX512_OR_NEW_KERNEL)
+    with (
+        setup(admin_client, namespace, "ia") as s,
+        scheduler(config(s.profile, reg), tmp_path, control_plane.kubeconfig) as proc,
+    ):
+        pod_with_image(
+            admin_client, namespace, s.profile, "with-secret", image, s.group, pull_secret="pull"
+        )
+        assert bound(admin_client, namespace, "with-secret", proc) == s.names["avx"]
+        # Without a secret the registry refuses: the pod waits (failurePolicy Fail). (A spec
+        # once fetched serves every pod of the image: whether a pod may pull it is kubelet's
+        # business, so this pod asks for an image not looked up yet.)
+        pod_with_image(admin_client, namespace, s.profile, "without", other, s.group)
+        message = unschedulable_message(
+            admin_client,
+            namespace,
+            "without",
+            proc,
+            f"cannot fetch the image compatibility artifact of {other}",
+        )
+        assert "no image pull secret matches" in message
+
+
+def test_node_feature_group_mode_places_pods_where_nfd_master_says(
+    admin_client: AdminClient,
+    control_plane: ClusterInfo,
+    namespace: str,
+    tmp_path: Path,
+    nfd_master: NfdMaster,
+    oci_referrers_registry: Registry,
+    unique_repo: str,
+) -> None:
+    reg = oci_referrers_registry
+    app, gpu = reg.image(unique_repo, "v1"), reg.image(f"{unique_repo}-gpu", "v1")
+    attach_artifact(reg, unique_repo, push_image(reg, unique_repo, "v1"), AVX512_OR_NEW_KERNEL)
+    gpu_repo = f"{unique_repo}-gpu"
+    attach_artifact(reg, gpu_repo, push_image(reg, gpu_repo, "v1"), NVIDIA_GPU)
+    with setup(admin_client, nfd_master.namespace, "ig") as s:
+        cfg = config(s.profile, reg, mode="NodeFeatureGroup", nfdNamespace=nfd_master.namespace)
+        groups = (
+            f"/apis/nfd.k8s-sigs.io/v1alpha1/namespaces/{nfd_master.namespace}/nodefeaturegroups"
+        )
+        try:
+            with scheduler(cfg, tmp_path, control_plane.kubeconfig) as proc:
+                pod_with_image(admin_client, namespace, s.profile, "app", app, s.group)
+                assert bound(admin_client, namespace, "app", proc) == s.names["avx"], (
+                    nfd_master.log_tail(30)
+                )
+                pod_with_image(admin_client, namespace, s.profile, "gpu", gpu, s.group)
+                message = unschedulable_message(
+                    admin_client, namespace, "gpu", proc, f"image {gpu} not compatible"
+                )
+                assert "not in the NodeFeatureGroup of set 0" in message
+                # One group per compatibility set, owned by the profile.
+                owned = admin_client.get(
+                    groups, labelSelector=f"{OWNER_LABEL}={owner_label_value(s.profile)}"
+                ).expect(200)
+                assert len(owned.json()["items"]) == 3
+        finally:
+            admin_client.request(
+                "DELETE",
+                groups,
+                params={"labelSelector": f"{OWNER_LABEL}={owner_label_value(s.profile)}"},
+            )
