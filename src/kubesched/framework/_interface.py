@@ -462,7 +462,11 @@ class ScorePlugin(Plugin):
     def score_nodes(
         self, state: CycleState, pod: Pod, nodes: Nodes
     ) -> tuple[IntArray, Status | None]:
-        """Scores for all of ``nodes`` (vectorized form); by default, :meth:`score` per node."""
+        """Scores for all of ``nodes`` (vectorized form); by default, :meth:`score` per node.
+
+        The array is handed over: the runtime normalizes it in place and keeps it in the
+        result, so it must not be one the plugin keeps or reuses.
+        """
         out = np.zeros(len(nodes), dtype=np.int64)
         for i, info in enumerate(nodes.infos()):
             v, s = self.score(state, pod, info)

@@ -692,7 +692,7 @@ class Framework:
         """Score, NormalizeScore and weight: per-plugin weighted scores and their sum."""
         start = time.perf_counter()
         per_plugin: dict[str, IntArray] = {}
-        total = np.zeros(len(nodes), dtype=np.int64)
+        total: IntArray | None = None
         for p in self.score_plugins:
             if p.name in state.skip_score_plugins:
                 continue
@@ -716,10 +716,18 @@ class Framework:
                         f"range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing",
                     ),
                 )
-            weighted = scores * self.score_weights[p.name]
+            # The scores are the runtime's (NormalizeScore rescales them in place): a weight of
+            # 1 keeps them as they are.
+            weight = self.score_weights[p.name]
+            weighted = scores if weight == 1 else scores * weight
             per_plugin[p.name] = weighted
-            total += weighted
+            if total is None:
+                total = weighted.astype(np.int64)
+            else:
+                total += weighted
         self._observe("Score", start, None)
+        if total is None:
+            total = np.zeros(len(nodes), dtype=np.int64)
         return per_plugin, total
 
     def num_feasible_nodes_to_find(self, num_all_nodes: int) -> int:

@@ -233,12 +233,17 @@ class NodeTable:
 
 
 class _RowValues:
-    __slots__ = ("layout", "values", "version")
+    __slots__ = ("layout", "nonzero", "values", "version")
 
-    def __init__(self, values: IntArray, version: int, layout: int) -> None:
-        self.values = values
-        self.version = version
-        self.layout = layout
+    def __init__(self, table: NodeTable, derive: Callable[[IntArray], IntArray]) -> None:
+        #: Per slot; 0 in rows without a node.
+        self.values: IntArray = np.zeros(table.capacity, dtype=np.int64)
+        present = table.present_slots()
+        self.values[present] = derive(present)
+        #: How many values are not 0.
+        self.nonzero = int(np.count_nonzero(self.values))
+        self.version = table.version
+        self.layout = table.layout
 
 
 class RowDerived:
@@ -271,35 +276,57 @@ class RowDerived:
         ``derive`` maps slots to one int64 value each, reading nothing but those slots' rows of
         ``table`` and what ``key`` stands for. The result is a new array.
         """
+        return self._of(self._current(table, key, derive), table, slots)
+
+    def get_unless_zero(
+        self,
+        table: NodeTable,
+        key: Hashable,
+        slots: IntArray,
+        derive: Callable[[IntArray], IntArray],
+    ) -> IntArray | None:
+        """Like :meth:`get`, or ``None`` when every value is 0 (known without looking at them
+        when ``slots`` are all the nodes: a Filter where every node passes)."""
+        entry = self._current(table, key, derive)
+        if not entry.nonzero:
+            return None
+        out = self._of(entry, table, slots)
+        return out if table.is_leading(slots) or out.any() else None
+
+    @staticmethod
+    def _of(entry: _RowValues, table: NodeTable, slots: IntArray) -> IntArray:
+        if table.is_leading(slots):
+            return entry.values[: len(slots)].copy()
+        out: IntArray = entry.values.take(slots)
+        return out
+
+    def _current(
+        self, table: NodeTable, key: Hashable, derive: Callable[[IntArray], IntArray]
+    ) -> _RowValues:
         if table is not self._table:
             self._entries.clear()
             self._table = table
         entry = self._entries.pop(key, None)
-        if entry is None or entry.layout != table.layout:
-            entry = _RowValues(
-                np.zeros(table.capacity, dtype=np.int64), table.version, table.layout
-            )
-            present = np.flatnonzero(table.present)
-            entry.values[present] = derive(present)
-        elif entry.version != table.version:
-            changed = table.changed_since(entry.version)
-            rows = (
-                np.flatnonzero(table.present)
-                if changed is None
-                else np.array(sorted(set(changed)), dtype=np.int64)
-            )
+        changed = None if entry is None else table.changed_since(entry.version)
+        if entry is None or changed is None or entry.layout != table.layout:
+            entry = _RowValues(table, derive)
+        elif changed:
+            rows = np.array(sorted(set(changed)), dtype=np.int64)
+            values = entry.values
+            before = int(np.count_nonzero(values[rows]))
+            # Rows whose node is gone hold 0, so that ``nonzero`` counts present rows only.
+            values[rows] = 0
             rows = rows[table.present[rows]]
             if len(rows):
-                entry.values[rows] = derive(rows)
+                values[rows] = derive(rows)
+                entry.nonzero += int(np.count_nonzero(values[rows]))
+            entry.nonzero -= before
             entry.version = table.version
         # Most recently used last: the first key is the one to drop.
         self._entries[key] = entry
         if len(self._entries) > self._max_keys:
             del self._entries[next(iter(self._entries))]
-        if table.is_leading(slots):
-            return entry.values[: len(slots)].copy()
-        out: IntArray = entry.values.take(slots)
-        return out
+        return entry
 
 
 def _grow1(a: npt.NDArray[np.bool_], cap: int) -> npt.NDArray[np.bool_]:

@@ -143,3 +143,24 @@ def test_another_table_starts_over() -> None:
     derive = Cpu(two.table)
     assert kept.get(two.table, "k", two.present_slots(), derive).tolist() == [0, 0, 0]
     assert derive.asked == [[0, 1, 2]]
+
+
+def test_get_unless_zero_knows_when_every_value_is_zero() -> None:
+    s = snapshot(3)
+    derive = Cpu(s.table)
+    kept = RowDerived()
+    every = s.present_slots()
+    assert kept.get_unless_zero(s.table, "k", every, derive) is None
+    s.add_pod(PodInfo.of(make_pod("a", cpu="1")), "n2")
+    got = kept.get_unless_zero(s.table, "k", s.present_slots(), derive)
+    assert got is not None
+    assert got.tolist() == [0, 0, 1000]
+    # Slots without the non-zero one.
+    assert kept.get_unless_zero(s.table, "k", np.array([1, 0]), derive) is None
+    # The node goes (its pod still counts there), then comes back.
+    s.remove_node("n2")
+    assert kept.get_unless_zero(s.table, "k", s.present_slots(), derive) is None
+    s.set_node(make_node("n2"))
+    got = kept.get_unless_zero(s.table, "k", s.present_slots(), derive)
+    assert got is not None
+    assert got.tolist() == [0, 0, 1000]

@@ -328,8 +328,8 @@ class NodeResourcesFit(
                 (_node_bits(checks, at(slot)) for slot in slots.tolist()), np.int64, len(slots)
             )
 
-        code = self._fit_bits.get(t, checks, nodes.slots, bits)
-        if not code.any():
+        code = self._fit_bits.get_unless_zero(t, checks, nodes.slots, bits)
+        if code is None:
             return NodeStatuses.passing(n)
         return self._intern(s, code, len(checks) + 1)
 
