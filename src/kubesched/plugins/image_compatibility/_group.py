@@ -6,6 +6,9 @@ itself. For every compatibility set it needs, a :class:`NodeFeatureGroups` contr
 evaluates it over the nodes' ``NodeFeature`` objects and writes the matching nodes to
 ``status.nodes``, which the controller reads back. All API traffic happens in a background task:
 the scheduling cycle only calls the two synchronous methods, which read and write memory.
+``request`` (and ``start``, ``aclose``) belong to the event loop the task runs on: from another
+thread, hand them to it (``loop.call_soon_threadsafe``); ``nodes_for`` may be called from any
+thread.
 
 Interface for the plugin::
 
@@ -13,7 +16,7 @@ Interface for the plugin::
     groups.start()                       # in the plugin's start-up, on the running event loop
     ...
     # PreFilter, for each compatibility set i of a spec whose digest is d:
-    groups.request(d, i, spec_set.rules) # cheap, idempotent; raises UnsupportedRules
+    groups.request(d, i, spec_set.rules) # cheap, idempotent (on the task's loop)
     nodes = groups.nodes_for(d, i)       # frozenset of node names, or None: not evaluated yet
     ...
     await groups.aclose()                # on shutdown: stops the task, deletes every group
@@ -24,7 +27,9 @@ Interface for the plugin::
 - ``request(spec_digest, set_index, rules)``: ``rules`` is the set's ``rules`` list, as NFD
   ``GroupRule`` objects (plain JSON mappings, or ``msgspec`` structs that encode to NFD's JSON).
   It marks the group used now; a group nobody asked for during ``ttl`` seconds is deleted.
-  Calling it again for the same key is free (the rules are not looked at again).
+  Calling it again for the same key is free (the rules are not looked at again). A set no
+  group can express raises :class:`UnsupportedRules` (the first time): evaluate it in process;
+  ``conjunction(rules)`` tells beforehand, from any thread.
 - ``nodes_for(spec_digest, set_index)`` also marks the group used. ``None`` means "no answer
   yet" (the group is being created, or nfd-master has not evaluated it): keep the pod pending
   and retry, as for a registry fetch in flight. An empty set means no node is compatible.
@@ -32,6 +37,9 @@ Interface for the plugin::
   after a pass in which the answer of some ``(spec_digest, set_index)`` keys appeared or
   changed: the place to move the pods waiting for them back to the active queue
   (``handle.activate``).
+- ``aclose()`` deletes every group of the owner, also those a previous process left. A process
+  that ends without it leaves its groups behind: the next one with the same owner adopts them
+  and deletes those nobody asks for within ``ttl``.
 - ``await wait_for(spec_digest, set_index)`` is for tests and tools: the answer once there is one.
 
 Semantics, and why a set is not simply copied into ``featureGroupRules``:
