@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -423,7 +424,7 @@ def nfd_world(
     nfd_master: NfdMaster, admin_client: AdminClient
 ) -> Iterator[tuple[str, list[str], list[NodeFeature]]]:
     """Nodes n1..n5 and the NodeFeature objects (n6's has no Node); removed afterwards."""
-    run = f"nfdx{int(time.time()) % 100000}"
+    run = f"nfdx{uuid.uuid4().hex[:6]}"
     nodes = [f"{run}-n{i}" for i in range(1, 6)]
     objects = node_feature_objects(run)
     try:
