@@ -15,12 +15,15 @@ class CycleState:
     returned Skip: the runtime does not call their Filter or Score for this pod.
     """
 
-    __slots__ = ("_data", "skip_filter_plugins", "skip_score_plugins")
+    __slots__ = ("_data", "record_plugin_metrics", "skip_filter_plugins", "skip_score_plugins")
 
     def __init__(self) -> None:
         self._data: dict[str, Any] = {}
         self.skip_filter_plugins: set[str] = set()
         self.skip_score_plugins: set[str] = set()
+        #: Whether the runtime times each plugin of this cycle (``ShouldRecordPluginMetrics``);
+        #: the scheduling loop samples a share of its cycles, as kube-scheduler does.
+        self.record_plugin_metrics = True
 
     def write(self, key: str, value: object) -> None:
         self._data[key] = value
@@ -46,4 +49,5 @@ class CycleState:
         c._data = {k: (v.clone() if hasattr(v, "clone") else v) for k, v in self._data.items()}
         c.skip_filter_plugins = set(self.skip_filter_plugins)
         c.skip_score_plugins = set(self.skip_score_plugins)
+        c.record_plugin_metrics = self.record_plugin_metrics
         return c

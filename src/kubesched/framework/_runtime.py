@@ -464,15 +464,18 @@ class Framework:
         slots = nodes.slots
         if self._nominator is not None and len(slots):
             slots = self._filter_nodes_with_nominated_pods(state, pod, slots, diagnosis)
+        metrics = self._metrics if state.record_plugin_metrics else None
         for p in self.filter_plugins:
             if not len(slots):
                 break
             if p.name in state.skip_filter_plugins:
                 continue
-            t0 = time.perf_counter()
-            verdict = p.filter_nodes(state, pod, Nodes(self._snapshot, slots))
-            if self._metrics is not None:
-                self._metrics.plugin(p.name, "Filter", Code.SUCCESS, time.perf_counter() - t0)
+            if metrics is None:
+                verdict = p.filter_nodes(state, pod, Nodes(self._snapshot, slots))
+            else:
+                t0 = time.perf_counter()
+                verdict = p.filter_nodes(state, pod, Nodes(self._snapshot, slots))
+                metrics.plugin(p.name, "Filter", Code.SUCCESS, time.perf_counter() - t0)
             if len(verdict.statuses) == 1:
                 # No status but success to point to: every node passed, no need to look.
                 continue
@@ -693,13 +696,16 @@ class Framework:
         start = time.perf_counter()
         per_plugin: dict[str, IntArray] = {}
         total: IntArray | None = None
+        metrics = self._metrics if state.record_plugin_metrics else None
         for p in self.score_plugins:
             if p.name in state.skip_score_plugins:
                 continue
-            t0 = time.perf_counter()
-            scores, s = p.score_nodes(state, pod, nodes)
-            if self._metrics is not None:
-                self._metrics.plugin(p.name, "Score", Code.SUCCESS, time.perf_counter() - t0)
+            if metrics is None:
+                scores, s = p.score_nodes(state, pod, nodes)
+            else:
+                t0 = time.perf_counter()
+                scores, s = p.score_nodes(state, pod, nodes)
+                metrics.plugin(p.name, "Score", Code.SUCCESS, time.perf_counter() - t0)
             if s is not None and s.code != Code.SUCCESS:
                 raise ScoreError(p.name, s)
             if has_normalize_score(p):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -42,6 +43,10 @@ log = logging.getLogger(__name__)
 #: ``v1.PodReasonUnschedulable`` and ``v1.PodReasonSchedulerError``.
 REASON_UNSCHEDULABLE = "Unschedulable"
 REASON_SCHEDULER_ERROR = "SchedulerError"
+#: The share of scheduling cycles, in percent, whose plugins are timed for
+#: ``scheduler_plugin_execution_duration_seconds`` (kube-scheduler's
+#: ``pluginMetricsSamplePercent``): timing every plugin of every cycle costs more than it tells.
+PLUGIN_METRICS_SAMPLE_PERCENT = 10
 
 
 class ClusterWriter(Protocol):
@@ -100,6 +105,8 @@ class Scheduler:
         self._pod_lookup = pod_lookup
         self._observer = observer
         self._binding: set[asyncio.Task[None]] = set()
+        # Seeded: which cycles are timed does not change between runs.
+        self._sample = random.Random(0)
         self._stopping = False
         for fwk in self.profiles.values():
             # Filter counts the pods preemption nominated; plugins may activate queued pods.
@@ -191,6 +198,7 @@ class Scheduler:
         # The cycle this attempt belongs to: events after it may have made the pod schedulable.
         qpi.cycle = self.queue.scheduling_cycle
         state = CycleState()
+        state.record_plugin_metrics = self._sample.randrange(100) < PLUGIN_METRICS_SAMPLE_PERCENT
         try:
             result = fwk.schedule_pod(state, pod)
         except FitError as fit:

@@ -312,3 +312,41 @@ async def test_permit_wait_then_allow_or_timeout() -> None:
     assert status is not None
     assert status.code == Code.UNSCHEDULABLE
     assert "rejected due to timeout after waiting 50ms at plugin Gang" in status.message
+
+
+class Recorded:
+    """Metrics that remember what was reported."""
+
+    def __init__(self) -> None:
+        self.points: list[str] = []
+        self.plugins: list[tuple[str, str]] = []
+
+    def extension_point(self, point: str, status: Code, profile: str, seconds: float) -> None:
+        self.points.append(point)
+
+    def plugin(self, plugin: str, point: str, status: Code, seconds: float) -> None:
+        self.plugins.append((plugin, point))
+
+
+@pytest.mark.parametrize("record", [True, False])
+def test_plugins_are_timed_only_in_cycles_that_record_them(record: bool) -> None:
+    metrics = Recorded()
+    fw = Framework(
+        profile_name="test",
+        registry=REGISTRY,
+        plugins={
+            "queueSort": [("Sort", 1)],
+            "bind": [("Binder", 1)],
+            "filter": [("CpuFit", 1)],
+            "score": [("ByIndex", 1), ("Flat", 1)],
+        },
+        snapshot=cluster(),
+        rng=random.Random(1),
+        metrics=metrics,
+    )
+    state = CycleState()
+    state.record_plugin_metrics = record
+    fw.schedule_pod(state, make_pod("p"))
+    assert {"Filter", "Score"} <= set(metrics.points)
+    want = [("CpuFit", "Filter"), ("ByIndex", "Score"), ("Flat", "Score")] if record else []
+    assert metrics.plugins == want
