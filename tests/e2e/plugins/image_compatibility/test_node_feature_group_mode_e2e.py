@@ -21,15 +21,13 @@ from typing import TYPE_CHECKING, Any
 
 from e2e.annotator.field_e2e import GROUP_LABEL, annotated_node, new_group, nodes, scheduler
 from e2e.nfd import NFD_API_VERSION, NFD_GROUP, NFD_NAMESPACE, NfdMaster
-from e2e.scheduler.sched_e2e import (
-    SchedulerProcess,
-    condition,
-    create_pod,
-    eventually,
-    get_pod,
-    pod_manifest,
-    scheduler_config,
+from e2e.plugins.image_compatibility.test_image_compatibility_e2e import (
+    bound,
+    config,
+    pod_with_image,
+    unschedulable_message,
 )
+from e2e.scheduler.sched_e2e import create_pod, pod_manifest
 from kubesched.cluster import ClusterInfo
 from kubesched.plugins.image_compatibility._group import (
     MANAGED_BY,
@@ -120,73 +118,21 @@ def node_features(client: AdminClient, names: Mapping[str, str]) -> Iterator[Non
             client.delete(f"{NODE_FEATURES}/{node}")
 
 
-def config(profile: str, registry: Registry) -> dict[str, Any]:
-    return scheduler_config(
-        profile,
-        profile_fields={
-            "plugins": {"multiPoint": {"enabled": [{"name": "ImageCompatibility"}]}},
-            "pluginConfig": [
-                {
-                    "name": "ImageCompatibility",
-                    "args": {
-                        "mode": "NodeFeatureGroup",
-                        "nfdNamespace": NFD_NAMESPACE,
-                        "plainHTTPRegistries": [registry.host],
-                        "registryTimeout": "2s",
-                    },
-                }
-            ],
-        },
-    )
-
-
-def pod(
-    client: AdminClient,
-    ns: str,
-    profile: str,
-    name: str,
-    image: str,
-    group: str,
-    *,
-    not_on: str = "",
+def pod_kept_off(
+    client: AdminClient, ns: str, profile: str, name: str, image: str, group: str, node: str
 ) -> None:
-    spec: dict[str, Any] = {
+    """A pod of ``image`` on the nodes of ``group``, kept off ``node`` by node affinity."""
+    off = {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": [node]}]}
+    spec = {
         "nodeSelector": {GROUP_LABEL: group},
         "containers": [{"name": "c", "image": image}],
-    }
-    if not_on:
-        term = {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": [not_on]}]}
-        spec["affinity"] = {
+        "affinity": {
             "nodeAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [off]}
             }
-        }
+        },
+    }
     create_pod(client, pod_manifest(name, ns, profile, spec=spec))
-
-
-def bound(client: AdminClient, ns: str, name: str, proc: SchedulerProcess) -> str:
-    placed = eventually(
-        lambda: get_pod(client, ns, name),
-        lambda p: bool(p["spec"].get("nodeName")),
-        timeout=90,
-        what=f"pod {name} to be bound",
-        watch=proc,
-    )
-    return str(placed["spec"]["nodeName"])
-
-
-def pending_message(
-    client: AdminClient, ns: str, name: str, proc: SchedulerProcess, contains: str
-) -> str:
-    waiting = eventually(
-        lambda: get_pod(client, ns, name),
-        lambda p: contains in str((condition(p, "PodScheduled") or {}).get("message", "")),
-        timeout=90,
-        what=f"pod {name}'s PodScheduled condition to say {contains!r}",
-        watch=proc,
-    )
-    assert not waiting["spec"].get("nodeName")
-    return str((condition(waiting, "PodScheduled") or {})["message"])
 
 
 def test_pods_land_on_the_nodes_nfd_master_names(
@@ -210,16 +156,19 @@ def test_pods_land_on_the_nodes_nfd_master_names(
         with (
             nodes(admin_client, [annotated_node(n, g) for n in names.values()]),
             node_features(admin_client, names),
-            scheduler(config(profile, oci_registry), tmp_path, control_plane.kubeconfig) as proc,
+            scheduler(
+                config(profile, oci_registry, mode="NodeFeatureGroup", nfdNamespace=NFD_NAMESPACE),
+                tmp_path,
+                control_plane.kubeconfig,
+            ) as proc,
         ):
-            pod(admin_client, namespace, profile, "on-both", both_image, g)
-            pod(
-                admin_client, namespace, profile, "not-on-both", both_image, g, not_on=names["both"]
-            )
-            pod(admin_client, namespace, profile, "nowhere", none_image, g)
+            pod_with_image(admin_client, namespace, profile, "on-both", both_image, g)
+            avoid = names["both"]
+            pod_kept_off(admin_client, namespace, profile, "not-on-both", both_image, g, avoid)
+            pod_with_image(admin_client, namespace, profile, "nowhere", none_image, g)
 
             assert bound(admin_client, namespace, "on-both", proc) == names["both"]
-            message = pending_message(
+            message = unschedulable_message(
                 admin_client,
                 namespace,
                 "not-on-both",
@@ -227,7 +176,7 @@ def test_pods_land_on_the_nodes_nfd_master_names(
                 f"image {both_image} not compatible",
             )
             assert 'not in the NodeFeatureGroup of set 0 "avx2-and-kernel-6"' in message
-            pending_message(
+            unschedulable_message(
                 admin_client, namespace, "nowhere", proc, f"image {none_image} not compatible"
             )
 
