@@ -5,10 +5,11 @@ For every scenario under ``scenarios/`` (or those named on the command line) thi
 local control plane (``kubesched cluster``, started if needed, left running with ``--keep``):
 
 1. deletes whatever a previous scenario left (pods, nodes, the PriorityClasses it created,
-   storage objects and PodDisruptionBudgets);
+   storage objects, PodDisruptionBudgets and workloads);
 2. creates the scenario's Namespaces (with their labels) and PriorityClasses, its storage objects
-   (StorageClasses, CSINodes, PersistentVolumes, PersistentVolumeClaims) and
-   PodDisruptionBudgets, its Nodes (status written through the status subresource, as for PVs,
+   (StorageClasses, CSINodes, PersistentVolumes, PersistentVolumeClaims), PodDisruptionBudgets
+   and pod-selecting workloads (Services, ReplicationControllers, ReplicaSets, StatefulSets),
+   its Nodes (status written through the status subresource, as for PVs,
    PVCs and PDBs), then its pods that have ``spec.nodeName`` (already running);
 3. starts the built kube-scheduler with the scenario's ``config.yaml`` (or ``default-config.yaml``),
    leader election off and every profile renamed ``conformance-<schedulerName>`` (the pods follow),
@@ -66,6 +67,12 @@ OBJECT_KINDS: tuple[tuple[str, str, bool, bool], ...] = (
     ("PersistentVolume", "/api/v1/persistentvolumes", False, True),
     ("PersistentVolumeClaim", "/api/v1/namespaces/{ns}/persistentvolumeclaims", True, True),
     ("PodDisruptionBudget", "/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets", True, True),
+    # Pod-selecting workloads, for PodTopologySpread's default constraints (no controller runs,
+    # so a ReplicaSet or StatefulSet creates no pod).
+    ("Service", "/api/v1/namespaces/{ns}/services", True, False),
+    ("ReplicationController", "/api/v1/namespaces/{ns}/replicationcontrollers", True, False),
+    ("ReplicaSet", "/apis/apps/v1/namespaces/{ns}/replicasets", True, False),
+    ("StatefulSet", "/apis/apps/v1/namespaces/{ns}/statefulsets", True, False),
 )
 #: How long a pod for a scheduler no profile has must stay untouched to count as not handled.
 NOT_HANDLED_WAIT = 3.0
@@ -119,20 +126,22 @@ def key(pod: dict[str, Any]) -> str:
 
 
 def clean(api: Api) -> None:
-    """Remove every pod, node, storage object, PDB and conformance PriorityClass; wait until
-    they are gone."""
+    """Remove every pod and node, and every PriorityClass, storage object, PDB and workload a
+    scenario created (they carry ``LABEL``); wait until they are gone."""
     namespaces = [n["metadata"]["name"] for n in api.request("GET", "/api/v1/namespaces")["items"]]
     for ns in namespaces:
         api.request("DELETE", f"/api/v1/namespaces/{ns}/pods", params={"gracePeriodSeconds": "0"})
     for _, path, namespaced, _ in OBJECT_KINDS:
         for ns in namespaces if namespaced else [""]:
             collection = path.format(ns=ns)
-            # PV and PVC protection finalizers wait for a controller that does not run.
-            for item in api.request("GET", collection)["items"]:
+            # One by one: Services have no collection delete.
+            for item in api.request("GET", collection, params={"labelSelector": LABEL})["items"]:
+                url = f"{collection}/{item['metadata']['name']}"
+                # PV and PVC protection finalizers wait for a controller that does not run.
                 if item["metadata"].get("finalizers"):
                     item["metadata"]["finalizers"] = None
-                    api.request("PUT", f"{collection}/{item['metadata']['name']}", item)
-            api.request("DELETE", collection)
+                    api.request("PUT", url, item)
+                api.request("DELETE", url, ok=(200, 202, 404))
     api.request("DELETE", "/api/v1/nodes")
     api.request(
         "DELETE",
@@ -150,7 +159,9 @@ def clean(api: Api) -> None:
             item
             for _, path, namespaced, _ in OBJECT_KINDS
             for ns in (namespaces if namespaced else [""])
-            for item in api.request("GET", path.format(ns=ns))["items"]
+            for item in api.request("GET", path.format(ns=ns), params={"labelSelector": LABEL})[
+                "items"
+            ]
         ]
         if not pods and not nodes and not classes and not leftovers:
             return
@@ -180,7 +191,10 @@ def create_node(api: Api, doc: dict[str, Any]) -> None:
 
 
 def create_object(api: Api, doc: dict[str, Any], path: str, status: bool) -> None:
-    """Create ``doc`` at ``path``; its status, if any, through the status subresource."""
+    """Create ``doc`` at ``path``, labelled for :func:`clean`; its status, if any, through the
+    status subresource."""
+    doc = copy.deepcopy(doc)
+    doc["metadata"].setdefault("labels", {})[LABEL] = "true"
     created = api.request("POST", path, doc)
     if status and doc.get("status"):
         created["status"] = {**(created.get("status") or {}), **doc["status"]}

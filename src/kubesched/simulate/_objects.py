@@ -3,8 +3,10 @@
 Namespaces and PriorityClasses are used while loading (defaults, priority resolution).
 PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes and PodDisruptionBudgets
 (the structs of :mod:`kubesched.api`) go into the snapshot's object store, where the volume
-plugins and preemption read them. Only the fields those uses read are declared; the rest of each
-object is ignored on decode, as in :mod:`kubesched.api`.
+plugins and preemption read them. The pod selectors of Services, ReplicationControllers,
+ReplicaSets and StatefulSets go into the snapshot's workload selectors, where PodTopologySpread
+finds the selector of its default constraints. Only the fields those uses read are declared; the
+rest of each object is ignored on decode, as in :mod:`kubesched.api`.
 """
 
 from __future__ import annotations
@@ -20,7 +22,12 @@ from kubesched.api import (
     PersistentVolume,
     PersistentVolumeClaim,
     PodDisruptionBudget,
+    ReplicaSet,
+    ReplicationController,
+    Service,
+    StatefulSet,
     StorageClass,
+    Workload,
 )
 from kubesched.framework import StoredObject
 
@@ -66,6 +73,8 @@ class ClusterObjects:
     storage_classes: dict[str, StorageClass] = field(default_factory=dict)
     csi_nodes: dict[str, CSINode] = field(default_factory=dict)
     pod_disruption_budgets: dict[str, PodDisruptionBudget] = field(default_factory=dict)
+    #: Services, ReplicationControllers, ReplicaSets and StatefulSets by ``kind/namespace/name``.
+    workloads: dict[str, Workload] = field(default_factory=dict)
     #: Objects of the kinds plugins read (``WatchedKind``), by ``kind/namespace/name``.
     watched: dict[str, Any] = field(default_factory=dict)
 
@@ -89,8 +98,10 @@ class ClusterObjects:
             self.storage_classes[meta.name] = obj
         elif isinstance(obj, CSINode):
             self.csi_nodes[meta.name] = obj
-        else:
+        elif isinstance(obj, PodDisruptionBudget):
             self.pod_disruption_budgets[f"{meta.namespace}/{meta.name}"] = obj
+        else:
+            self.workloads[f"{type(obj).__name__}/{meta.namespace}/{meta.name}"] = obj
 
     def priority_class(self, name: str) -> PriorityClass | None:
         """A PriorityClass by name, the built-in ``system-*`` ones included."""
@@ -116,12 +127,14 @@ class ClusterObjects:
             "StorageClass": len(self.storage_classes),
             "CSINode": len(self.csi_nodes),
             "PodDisruptionBudget": len(self.pod_disruption_budgets),
-            **self._watched_counts(),
+            **self._counts_by_kind(self.workloads),
+            **self._counts_by_kind(self.watched),
         }
 
-    def _watched_counts(self) -> dict[str, int]:
+    @staticmethod
+    def _counts_by_kind(keyed: dict[str, Any]) -> dict[str, int]:
         out: dict[str, int] = {}
-        for key in self.watched:
+        for key in keyed:
             kind = key.partition("/")[0]
             out[kind] = out.get(kind, 0) + 1
         return out
@@ -135,6 +148,7 @@ ClusterObject = (
     | StorageClass
     | CSINode
     | PodDisruptionBudget
+    | Workload
 )
 
 #: kind -> (its API group, its type, whether it is namespaced, its list path).
@@ -166,4 +180,13 @@ KINDS: dict[str, tuple[str, type[ClusterObject], bool, str]] = {
         True,
         "/apis/policy/v1/poddisruptionbudgets",
     ),
+    "Service": ("", Service, True, "/api/v1/services"),
+    "ReplicationController": (
+        "",
+        ReplicationController,
+        True,
+        "/api/v1/replicationcontrollers",
+    ),
+    "ReplicaSet": ("apps", ReplicaSet, True, "/apis/apps/v1/replicasets"),
+    "StatefulSet": ("apps", StatefulSet, True, "/apis/apps/v1/statefulsets"),
 }

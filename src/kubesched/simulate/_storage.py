@@ -26,6 +26,7 @@ from kubesched.api import (
     PersistentVolumeClaim,
     claim_reference,
     persistent_volume_claim_class,
+    workload_selector,
 )
 from kubesched.framework import Snapshot
 from kubesched.simulate._objects import ClusterObjects
@@ -57,7 +58,8 @@ def merge_patch(target: dict[str, Any], patch: Mapping[str, Any]) -> None:
 def feed(snapshot: Snapshot, objects: ClusterObjects) -> None:
     """Put the storage objects and PodDisruptionBudgets of the input into the snapshot's store
     (DefaultPreemption reads the budgets there, with their ``status`` as given: a live
-    cluster's disruption controller computed it; a budget without one allows no disruption)."""
+    cluster's disruption controller computed it; a budget without one allows no disruption),
+    and the workloads' pod selectors into its workload selectors."""
     for kind in (
         objects.storage_classes,
         objects.csi_nodes,
@@ -69,6 +71,12 @@ def feed(snapshot: Snapshot, objects: ClusterObjects) -> None:
             snapshot.objects.set(obj)
     for obj in objects.watched.values():
         snapshot.objects.set(obj)
+    for key, workload in objects.workloads.items():
+        selector = workload_selector(workload)
+        if selector is not None:  # a Service without a selector selects no pod
+            meta = workload.metadata
+            workload_kind = key.partition("/")[0]
+            snapshot.set_workload_selector(workload_kind, meta.namespace, meta.name, selector)
 
 
 class MemoryStorage:

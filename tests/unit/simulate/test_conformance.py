@@ -120,6 +120,8 @@ def test_every_default_plugin_is_covered() -> None:
         "inter-pod-affinity-args",
         "pod-topology-spread-filter",
         "pod-topology-spread-score",
+        "pod-topology-spread-defaults",
+        "pod-topology-spread-defaults-list",
         "preemption",
         "volume-binding",
         "volume-zone",

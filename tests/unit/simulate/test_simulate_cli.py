@@ -98,11 +98,11 @@ def test_invalid_objects_exit_1_after_printing_the_rest(tmp_path: Path) -> None:
 
 def test_unknown_kinds_only_warn(tmp_path: Path) -> None:
     path = tmp_path / "m.yaml"
-    path.write_text(CLUSTER + "---\nkind: Service\napiVersion: v1\nmetadata: {name: s}\n")
+    path.write_text(CLUSTER + "---\nkind: ConfigMap\napiVersion: v1\nmetadata: {name: s}\n")
     result = _invoke("-f", str(path))
     assert result.exit_code == 0
     assert "warning:" in result.stderr
-    assert "kind Service is not simulated" in result.stderr
+    assert "kind ConfigMap is not simulated" in result.stderr
 
 
 def test_config_picks_profiles(tmp_path: Path, files: tuple[str, str]) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from kubesched.api import LabelSelector
 from kubesched.simulate import InputBuilder, InputError, load_inputs, load_text
 
 NODE = """
@@ -340,6 +341,45 @@ def test_cluster_objects_are_kept() -> None:
     assert objects.storage_classes["fast"].volume_binding_mode == "WaitForFirstConsumer"
     assert objects.pod_disruption_budgets["team/web"].spec.min_available == "50%"
     assert objects.counts()["PodDisruptionBudget"] == 1
+
+
+def test_workloads_and_csinode_counts_are_read() -> None:
+    text = """
+    apiVersion: v1
+    kind: Service
+    metadata: {name: web}
+    spec: {clusterIP: None, selector: {app: web}}
+    ---
+    apiVersion: apps/v1
+    kind: ReplicaSet
+    metadata: {name: api, namespace: team}
+    spec:
+      selector: {matchLabels: {app: api}}
+    ---
+    apiVersion: storage.k8s.io/v1
+    kind: CSINode
+    metadata: {name: n1}
+    spec:
+      drivers: [{name: csi.example.com, nodeID: n1, allocatable: {count: 2}}]
+    ---
+    apiVersion: v1
+    kind: PersistentVolumeClaim
+    metadata: {name: data}
+    spec: {resources: {requests: {storage: 1Gi}}}
+    """
+    inputs = load_text(textwrap.dedent(text))
+    assert inputs.issues == []
+    objects = inputs.objects
+    assert objects.workloads["Service/default/web"].spec.selector == {"app": "web"}
+    replica_set = objects.workloads["ReplicaSet/team/api"]
+    assert isinstance(replica_set.spec.selector, LabelSelector)
+    assert replica_set.spec.selector.match_labels == {"app": "api"}
+    assert objects.counts()["Service"] == objects.counts()["ReplicaSet"] == 1
+    # A CSINode's count is an integer, not a quantity; every object gets a UID, as the API
+    # server gives one.
+    assert objects.csi_nodes["n1"].spec.drivers[0].allocatable is not None
+    assert objects.csi_nodes["n1"].spec.drivers[0].allocatable.count == 2
+    assert objects.persistent_volume_claims["default/data"].metadata.uid
 
 
 # -- bad input -------------------------------------------------------------------------------
