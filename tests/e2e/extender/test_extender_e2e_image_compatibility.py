@@ -106,7 +106,7 @@ def test_kube_scheduler_places_pods_by_the_image_compatibility_agent(
         return ext.call("filter", {"Pod": pod, "NodeNames": [avx, old]})
 
     first = filtered(app)
-    assert first["FailedNodes"] == {
+    assert first["FailedAndUnresolvableNodes"] == {
         avx: f"waiting for the image compatibility artifact of {app}",
         old: f"waiting for the image compatibility artifact of {app}",
     }

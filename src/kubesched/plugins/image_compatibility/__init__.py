@@ -7,8 +7,9 @@ node's NodeFeature objects.
 
 * PreFilter looks up the spec of every image of the pod (init, regular, ephemeral containers)
   in a cache keyed by image digest; a miss starts a background fetch (with the pod's
-  imagePullSecrets) and rejects the pod as Unschedulable until it ends, when the pod is moved
-  back to the active queue. A pod whose images have no spec skips the plugin.
+  imagePullSecrets) and rejects the pod (unresolvable: preemption cannot help) until it ends,
+  when the pod is moved back to the active queue. A pod whose images have no spec skips the
+  plugin.
 * Filter keeps nodes that satisfy a set of every spec; the others are
   UnschedulableAndUnresolvable (``image <image> not compatible: rule "<name>"``).
 * Score adds, per image, the highest weight of the sets the node matches; NormalizeScore maps
