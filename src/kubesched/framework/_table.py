@@ -34,6 +34,8 @@ _INITIAL_CAPACITY = 64
 #: How many row changes :meth:`NodeTable.changed_since` remembers; a reader further behind
 #: recomputes everything.
 _MAX_CHANGES = 4096
+#: Beyond this many changed rows :class:`RowDerived` derives every row again, vectorized.
+_MANY_ROWS = 256
 
 
 class InternedColumn(Generic[V]):
@@ -308,19 +310,33 @@ class RowDerived:
             self._table = table
         entry = self._entries.pop(key, None)
         changed = None if entry is None else table.changed_since(entry.version)
-        if entry is None or changed is None or entry.layout != table.layout:
+        rows = sorted(set(changed)) if changed else []
+        if (
+            entry is None
+            or changed is None
+            or entry.layout != table.layout
+            or len(rows) > _MANY_ROWS
+        ):
             entry = _RowValues(table, derive)
-        elif changed:
-            rows = np.array(sorted(set(changed)), dtype=np.int64)
-            values = entry.values
-            before = int(np.count_nonzero(values[rows]))
-            # Rows whose node is gone hold 0, so that ``nonzero`` counts present rows only.
-            values[rows] = 0
-            rows = rows[table.present[rows]]
-            if len(rows):
-                values[rows] = derive(rows)
-                entry.nonzero += int(np.count_nonzero(values[rows]))
-            entry.nonzero -= before
+        elif rows:
+            # A few rows (the usual case) cost less one by one than as numpy calls.
+            values, present = entry.values, table.present
+            nonzero = entry.nonzero
+            live = []
+            for r in rows:
+                if values[r]:
+                    nonzero -= 1
+                    # Rows whose node is gone hold 0: ``nonzero`` counts present rows only.
+                    values[r] = 0
+                if present[r]:
+                    live.append(r)
+            if live:
+                derived = derive(np.array(live, dtype=np.int64)).tolist()
+                for r, v in zip(live, derived, strict=True):
+                    if v:
+                        values[r] = v
+                        nonzero += 1
+            entry.nonzero = nonzero
             entry.version = table.version
         # Most recently used last: the first key is the one to drop.
         self._entries[key] = entry

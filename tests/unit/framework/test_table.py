@@ -164,3 +164,14 @@ def test_get_unless_zero_knows_when_every_value_is_zero() -> None:
     got = kept.get_unless_zero(s.table, "k", s.present_slots(), derive)
     assert got is not None
     assert got.tolist() == [0, 0, 1000]
+
+
+def test_many_changed_rows_derive_everything_again() -> None:
+    s = snapshot(300)
+    derive = Cpu(s.table)
+    kept = RowDerived()
+    kept.get(s.table, "k", s.present_slots(), derive)
+    for i in range(300):
+        s.add_pod(PodInfo.of(make_pod(f"p{i}", cpu=f"{i}m")), f"n{i}")
+    assert kept.get(s.table, "k", s.present_slots(), derive).tolist() == list(range(300))
+    assert derive.asked[1:] == [list(range(300))]
