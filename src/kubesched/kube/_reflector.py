@@ -418,13 +418,7 @@ class Reflector(Generic[T]):
         self._rv_unavailable = False
         self._need_list = False
         if first:
-            self._synced.set()
-            if self.handler is not None:
-                try:
-                    self.handler.on_synced()
-                except Exception:
-                    self.handler_errors += 1
-                    log.exception("%s: on_synced failed", self.name)
+            self._mark_synced()
 
     def _missing(self, exc: APIError, delay: float) -> None:
         """The path is not served or not allowed: empty, synced, listed again later."""
@@ -441,13 +435,17 @@ class Reflector(Generic[T]):
         self._need_list = True
         self._replace([])
         if not self.has_synced:
-            self._synced.set()
-            if self.handler is not None:
-                try:
-                    self.handler.on_synced()
-                except Exception:
-                    self.handler_errors += 1
-                    log.exception("%s: on_synced failed", self.name)
+            self._mark_synced()
+
+    def _mark_synced(self) -> None:
+        """The first list is delivered: say so, once."""
+        self._synced.set()
+        if self.handler is not None:
+            try:
+                self.handler.on_synced()
+            except Exception:
+                self.handler_errors += 1
+                log.exception("%s: on_synced failed", self.name)
 
     async def _list_pages(self, rv: str) -> tuple[builtins.list[T], str]:
         # client-go pages with limit=500 except when listing at a specific resourceVersion,
