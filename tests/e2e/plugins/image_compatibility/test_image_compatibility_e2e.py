@@ -7,9 +7,9 @@ artifacts attached as ``oras attach`` does and NodeFeature objects (NFD's CRDs i
 * a pod whose image has no artifact schedules;
 * with the registry stopped, a pod whose image's artifact was never fetched stays Pending under
   ``failurePolicy: Fail`` and schedules under ``Ignore``, with a Warning event either way;
-* a registry behind auth is read with the pod's image pull secret;
-* in ``NodeFeatureGroup`` mode, nfd-master (built from its Go module) decides through one
-  NodeFeatureGroup per compatibility set.
+* a registry behind auth is read with the pod's image pull secret.
+
+``NodeFeatureGroup`` mode with the real nfd-master: test_node_feature_group_mode_e2e.py.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from compat_specs import AVX512_OR_NEW_KERNEL, NVIDIA_GPU
 from e2e.annotator.field_e2e import GROUP_LABEL, annotated_node, new_group, nodes, scheduler
-from e2e.nfd import NfdMaster, install_nfd_crds
+from e2e.nfd import install_nfd_crds
 from e2e.scheduler.sched_e2e import (
     SchedulerProcess,
     condition,
@@ -35,7 +35,6 @@ from e2e.scheduler.sched_e2e import (
     scheduler_config,
 )
 from kubesched.cluster import ClusterInfo
-from kubesched.plugins.image_compatibility._group import OWNER_LABEL, owner_label_value
 from oci import Registry, attach_artifact, push_image, start_distribution
 
 if TYPE_CHECKING:
@@ -293,46 +292,3 @@ def test_a_pods_pull_secret_opens_a_registry_behind_auth(
             f"cannot fetch the image compatibility artifact of {other}",
         )
         assert "no image pull secret matches" in message
-
-
-def test_node_feature_group_mode_places_pods_where_nfd_master_says(
-    admin_client: AdminClient,
-    control_plane: ClusterInfo,
-    namespace: str,
-    tmp_path: Path,
-    nfd_master: NfdMaster,
-    oci_referrers_registry: Registry,
-    unique_repo: str,
-) -> None:
-    reg = oci_referrers_registry
-    app, gpu = reg.image(unique_repo, "v1"), reg.image(f"{unique_repo}-gpu", "v1")
-    attach_artifact(reg, unique_repo, push_image(reg, unique_repo, "v1"), AVX512_OR_NEW_KERNEL)
-    gpu_repo = f"{unique_repo}-gpu"
-    attach_artifact(reg, gpu_repo, push_image(reg, gpu_repo, "v1"), NVIDIA_GPU)
-    with setup(admin_client, nfd_master.namespace, "ig") as s:
-        cfg = config(s.profile, reg, mode="NodeFeatureGroup", nfdNamespace=nfd_master.namespace)
-        groups = (
-            f"/apis/nfd.k8s-sigs.io/v1alpha1/namespaces/{nfd_master.namespace}/nodefeaturegroups"
-        )
-        try:
-            with scheduler(cfg, tmp_path, control_plane.kubeconfig) as proc:
-                pod_with_image(admin_client, namespace, s.profile, "app", app, s.group)
-                assert bound(admin_client, namespace, "app", proc) == s.names["avx"], (
-                    nfd_master.log_tail(30)
-                )
-                pod_with_image(admin_client, namespace, s.profile, "gpu", gpu, s.group)
-                message = unschedulable_message(
-                    admin_client, namespace, "gpu", proc, f"image {gpu} not compatible"
-                )
-                assert "not in the NodeFeatureGroup of set 0" in message
-                # One group per compatibility set, owned by the profile.
-                owned = admin_client.get(
-                    groups, labelSelector=f"{OWNER_LABEL}={owner_label_value(s.profile)}"
-                ).expect(200)
-                assert len(owned.json()["items"]) == 3
-        finally:
-            admin_client.request(
-                "DELETE",
-                groups,
-                params={"labelSelector": f"{OWNER_LABEL}={owner_label_value(s.profile)}"},
-            )
