@@ -11,6 +11,11 @@ nfd-master, built from ``hack/nfd`` at the version pinned there, against the tes
 the whole session: it evaluates ``NodeFeatureGroup`` objects in :data:`NFD_NAMESPACE` over the
 ``NodeFeature`` objects of existing Nodes and writes ``status.nodes``. It runs as a component of
 the cluster (so ``kubesched cluster down`` stops it too), its log in :attr:`NfdMaster.log`.
+
+nfd-master takes a port for its health and metrics server but no address, so it would listen on
+every interface. It runs in a network namespace of its own with only a loopback interface
+(tests/netns.py): there it reaches the apiserver at the same 127.0.0.1 address, and its port is
+published on the host's 127.0.0.1 (:attr:`NfdMaster.port`), where the readiness probe asks.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import yaml
 from kubesched import cluster
 from kubesched.cluster import NFD_MASTER, ClusterInfo
 from kubesched.cluster._gotools import pinned
+from netns import isolated
 
 if TYPE_CHECKING:
     from conftest import AdminClient
@@ -129,7 +135,8 @@ def install_nfd_crds(admin_client: AdminClient, version: str = NFD_VERSION) -> N
 
 @dataclass(frozen=True)
 class NfdMaster:
-    """A running nfd-master."""
+    """A running nfd-master: ``argv`` runs it in its own network namespace, ``port`` is its
+    health and metrics port, published on the host's 127.0.0.1."""
 
     namespace: str
     binary: Path
@@ -176,8 +183,10 @@ def start_nfd_master(
 ) -> NfdMaster:
     """Install the CRDs, create ``namespace`` and start nfd-master (ready once /healthz is 200).
 
-    It runs with the admin kubeconfig: its RBAC (nodes, nodefeatures, nodefeaturegroups/status,
-    leases) is that of the Helm chart's ClusterRole, which the test apiserver does not have.
+    It runs with the admin kubeconfig as it is (inside the namespace the apiserver answers at
+    the same 127.0.0.1 address, which its serving certificate names): its RBAC (nodes,
+    nodefeatures, nodefeaturegroups/status, leases) is that of the Helm chart's ClusterRole,
+    which the test apiserver does not have.
     """
     binary = cluster.ensure_tool(NFD_MASTER)
     install_nfd_crds(admin_client)
@@ -185,7 +194,11 @@ def start_nfd_master(
     argv: list[str] = []
 
     def argv_for(port: int) -> list[str]:
-        argv[:] = nfd_master_argv(binary, control_plane.kubeconfig, namespace, port)
+        argv[:] = isolated(
+            nfd_master_argv(binary, control_plane.kubeconfig, namespace, port),
+            reach=[control_plane.apiserver_port],
+            publish=[port],
+        )
         return argv
 
     # One left running by an interrupted session on a reused cluster would hold the name.
