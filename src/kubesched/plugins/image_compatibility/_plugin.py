@@ -148,6 +148,10 @@ class ImageCompatibility(
     args_type = ImageCompatibilityArgs
     watched_kinds = (NODE_FEATURE_KIND,)
 
+    #: Plugin instances per profile in this process: each owns its groups (the extender runs
+    #: two frameworks per profile), numbered alike on every start so a restart adopts them.
+    _owners: ClassVar[dict[str, int]] = {}
+
     def __init__(
         self,
         handle: Handle,
@@ -203,10 +207,6 @@ class ImageCompatibility(
     def _secret_reader(handle: Handle) -> SecretReader | None:
         client = handle.client
         return client.get_secret if isinstance(client, SecretsAPIClient) else None
-
-    #: Plugin instances per profile in this process: each owns its groups (the extender runs
-    #: two frameworks per profile), numbered alike on every start so a restart adopts them.
-    _owners: ClassVar[dict[str, int]] = {}
 
     def _group_controller(self, handle: Handle, args: ImageCompatibilityArgs) -> NodeFeatureGroups:
         client = handle.client
