@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from sched_e2e import Runner, scheduler_config, start_scheduler
 
+from e2e.listeners import listeners, process_tree
 from kubesched.cluster import ClusterInfo
 
 if TYPE_CHECKING:
@@ -27,6 +28,9 @@ def test_probes_and_metrics_over_plain_http(kubesched: StartScheduler, profile: 
     assert "# TYPE scheduler_schedule_attempts_total counter" in body
     assert "# TYPE scheduler_pending_pods gauge" in body
     assert sched.metric("scheduler_pending_pods", queue="active") == 0
+    # Without --bind-address: its one listener, on 127.0.0.1 only.
+    found = listeners(process_tree([sched.pid]))
+    assert [(f.address, f.port) for f in found] == [("127.0.0.1", sched.port)], found
 
 
 def test_leader_and_standby_are_both_live_and_ready(
