@@ -52,12 +52,12 @@ def _report(message: str) -> None:
         print(f"netns[{os.getpid()}]: {message}", file=sys.stderr, flush=True)
 
 
-def reach_socket(sockets: Path, port: int) -> Path:
+def _reach_socket(sockets: Path, port: int) -> Path:
     """The socket that leads to the host's ``127.0.0.1:port``."""
     return sockets / f"reach-{port}.sock"
 
 
-def publish_socket(sockets: Path, port: int) -> Path:
+def _publish_socket(sockets: Path, port: int) -> Path:
     """The socket that leads to the namespace's ``127.0.0.1:port``."""
     return sockets / f"publish-{port}.sock"
 
@@ -143,11 +143,11 @@ async def _host(
     """Listen on the host's side, then run the ``inside`` copy under ``unshare --net``."""
     servers = [
         *[
-            await _unix_server(reach_socket(sockets, p), _to_tcp(p), f"{LOOPBACK}:{p}")
+            await _unix_server(_reach_socket(sockets, p), _to_tcp(p), f"{LOOPBACK}:{p}")
             for p in reach
         ],
         *[
-            await _tcp_server(p, _to_unix(publish_socket(sockets, p)), f"namespace's port {p}")
+            await _tcp_server(p, _to_unix(_publish_socket(sockets, p)), f"namespace's port {p}")
             for p in publish
         ],
     ]
@@ -174,11 +174,11 @@ async def _inside(
     """In the new namespace (``lo`` up): listen on the inside's side, run the command."""
     servers = [
         *[
-            await _tcp_server(p, _to_unix(reach_socket(sockets, p)), f"host's {LOOPBACK}:{p}")
+            await _tcp_server(p, _to_unix(_reach_socket(sockets, p)), f"host's {LOOPBACK}:{p}")
             for p in reach
         ],
         *[
-            await _unix_server(publish_socket(sockets, p), _to_tcp(p), f"{LOOPBACK}:{p}")
+            await _unix_server(_publish_socket(sockets, p), _to_tcp(p), f"{LOOPBACK}:{p}")
             for p in publish
         ],
     ]
