@@ -341,7 +341,7 @@ class Extender:
             queued = time.perf_counter()
 
             def work() -> Reply:
-                self.metrics.queue_wait.labels(verb).observe(time.perf_counter() - queued)
+                self.metrics.queue_waited(verb, time.perf_counter() - queued)
                 return run(profile, body)
 
             return await self._worker.run(work)

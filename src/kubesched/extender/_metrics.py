@@ -40,5 +40,19 @@ class ExtenderMetrics(FrameworkMetrics):
             registry=r,
         )
 
+        # Children by labels: looking them up through labels() costs more than observing.
+        self._requests: dict[tuple[str, str, int], Histogram] = {}
+        self._waits: dict[str, Histogram] = {}
+
     def request(self, verb: str, profile: str, code: int, seconds: float) -> None:
-        self.request_duration.labels(verb, profile, str(code)).observe(seconds)
+        key = (verb, profile, code)
+        child = self._requests.get(key)
+        if child is None:
+            child = self._requests[key] = self.request_duration.labels(verb, profile, str(code))
+        child.observe(seconds)
+
+    def queue_waited(self, verb: str, seconds: float) -> None:
+        child = self._waits.get(verb)
+        if child is None:
+            child = self._waits[verb] = self.queue_wait.labels(verb)
+        child.observe(seconds)
