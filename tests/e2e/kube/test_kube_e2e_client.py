@@ -55,6 +55,28 @@ async def test_typed_crud_over_http2(kubeconfig: Path, namespace: str) -> None:
         )
 
 
+async def test_requests_and_watches_use_the_lean_pool(kubeconfig: Path, namespace: str) -> None:
+    async with APIClient.from_kubeconfig(kubeconfig) as client:
+        pool = client.pool
+        assert pool is not None
+        await client.get("/version")
+        await client.get("/version")
+        assert pool.connections_opened == 1  # kept alive
+        async with client.stream(
+            api_path("pods", namespace=namespace), params={"watch": True, "timeoutSeconds": 1}
+        ) as lines:
+            created = await client.post(
+                api_path("pods", namespace=namespace), pod_manifest("w", namespace), type=Pod
+            )
+            first = await anext(aiter(lines))
+        assert b'"ADDED"' in first
+        assert created.metadata.uid.encode() in first
+        assert pool.connections_opened == 2  # the watch had its own
+    async with APIClient.from_kubeconfig(kubeconfig, lean=False) as client:
+        assert client.pool is None
+        await client.get("/version")
+
+
 async def test_error_classes(kubeconfig: Path, namespace: str) -> None:
     pods = api_path("pods", namespace=namespace)
     async with APIClient.from_kubeconfig(kubeconfig) as client:
