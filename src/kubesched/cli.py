@@ -480,7 +480,12 @@ def bench_e2e(
     show_envvar=True,
     help="Port to listen on (0 picks a free one).",
 )
-@click.option("--bind-address", default="0.0.0.0", show_default=True, help="Address to listen on.")
+@click.option(
+    "--bind-address",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on (0.0.0.0 in a pod, for probes).",
+)
 @click.option("--tls-cert", type=click.Path(dir_okay=False), help="Serve HTTPS with this cert.")
 @click.option("--tls-key", type=click.Path(dir_okay=False), help="The key of --tls-cert.")
 @click.option(

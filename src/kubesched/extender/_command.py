@@ -28,7 +28,7 @@ class ExtenderCommand:
 
     config_path: str | None = None
     agents: str | None = None
-    host: str = "0.0.0.0"
+    host: str = "127.0.0.1"
     port: int = 8888
     tls_cert: str | None = None
     tls_key: str | None = None

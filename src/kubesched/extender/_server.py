@@ -55,7 +55,7 @@ def server_ssl_context(cert: str, key: str, client_ca: str | None = None) -> ssl
 
 @dataclass(frozen=True, slots=True)
 class ServerOptions:
-    host: str = "0.0.0.0"
+    host: str = "127.0.0.1"
     port: int = 8888
     path_prefix: str = ""
     #: Verb -> the last path segment(s) it is served at.

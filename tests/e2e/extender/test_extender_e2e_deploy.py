@@ -118,7 +118,14 @@ def test_every_agent_container_is_an_extenders_entry(rendered: list[dict[str, An
     assert {c["name"] for c in agents} == DEPLOYED
     for c in agents:
         assert c["image"] == "kubesched:0.1.0"
-        assert c["command"] == ["kubesched", "extender", f"--agents={c['name']}"]
+        # 0.0.0.0 spelled out: the extender listens on 127.0.0.1 by default, and kubelet probes
+        # the pod's IP.
+        assert c["command"] == [
+            "kubesched",
+            "extender",
+            f"--agents={c['name']}",
+            "--bind-address=0.0.0.0",
+        ]
         env = {e["name"]: e["value"] for e in c["env"]}
         port = int(env["HTTP_PORT"])
         assert env["LOG_LEVEL"] == "INFO"
