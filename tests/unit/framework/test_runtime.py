@@ -19,6 +19,7 @@ from kubesched.framework import (
     FitError,
     Framework,
     FrameworkError,
+    Metrics,
     NodeInfo,
     Nodes,
     NodeStatuses,
@@ -160,7 +161,9 @@ REGISTRY = Registry(
 )
 
 
-def framework(snapshot: Snapshot, **points: list[tuple[str, int]]) -> Framework:
+def framework(
+    snapshot: Snapshot, metrics: Metrics | None = None, **points: list[tuple[str, int]]
+) -> Framework:
     plugins: dict[str, Any] = {"queueSort": [("Sort", 1)], "bind": [("Binder", 1)], **points}
     return Framework(
         profile_name="test",
@@ -168,6 +171,7 @@ def framework(snapshot: Snapshot, **points: list[tuple[str, int]]) -> Framework:
         plugins=plugins,
         snapshot=snapshot,
         rng=random.Random(1),
+        metrics=metrics,
     )
 
 
@@ -331,19 +335,7 @@ class Recorded:
 @pytest.mark.parametrize("record", [True, False])
 def test_plugins_are_timed_only_in_cycles_that_record_them(record: bool) -> None:
     metrics = Recorded()
-    fw = Framework(
-        profile_name="test",
-        registry=REGISTRY,
-        plugins={
-            "queueSort": [("Sort", 1)],
-            "bind": [("Binder", 1)],
-            "filter": [("CpuFit", 1)],
-            "score": [("ByIndex", 1), ("Flat", 1)],
-        },
-        snapshot=cluster(),
-        rng=random.Random(1),
-        metrics=metrics,
-    )
+    fw = framework(cluster(), metrics, filter=[("CpuFit", 1)], score=[("ByIndex", 1), ("Flat", 1)])
     state = CycleState()
     state.record_plugin_metrics = record
     fw.schedule_pod(state, make_pod("p"))
