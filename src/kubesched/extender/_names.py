@@ -6,8 +6,9 @@ extender derives from one list: the slots of its nodes in the cluster snapshot, 
 does not know and, built on first use, the JSON of each name, so that an answer is assembled
 from ready-made bytes instead of touching thousands of strings per request:
 
-* the filter's ``NodeNames``: the kept names' JSON joined by commas (the answer that keeps every
-  node is the request's own list, byte for byte);
+* the filter's ``NodeNames``: the kept names' JSON joined by commas, or, when most are kept, the
+  bytes of all the names with the others cut out (the answer that keeps every node is the
+  request's own list, byte for byte);
 * the filter's ``FailedNodes`` maps: the names' JSON joined by ``:<reason>,``, one join per
   reason, since a reason is shared by many nodes;
 * prioritize's ``HostPriorityList``: one template with two bytes per score, filled for all nodes
@@ -32,6 +33,9 @@ __all__ = ["NameList"]
 #: The two bytes a score (0..10) takes in the prioritize template: tens (or a space), then units.
 _TENS: Final = np.frombuffer(b" " * MAX_EXTENDER_PRIORITY + b"1", dtype=np.uint8)
 _UNITS: Final = np.frombuffer(b"0123456789" + b"0", dtype=np.uint8)
+#: Below one name in this many, a filter answer joins the kept names' JSON; above, it cuts the
+#: others out of the whole list's bytes with numpy (half the time with 4,000 of 5,000 kept).
+_FEW: Final = 8
 
 
 class NameList:
@@ -41,6 +45,8 @@ class NameList:
         "_index",
         "_quoted",
         "_score_at",
+        "_segment_lengths",
+        "_segments",
         "_template",
         "known",
         "names",
@@ -73,6 +79,8 @@ class NameList:
         self._quoted: list[bytes] | None = None
         self._template: npt.NDArray[np.uint8] | None = None
         self._score_at: IntArray | None = None
+        self._segments: npt.NDArray[np.uint8] | None = None
+        self._segment_lengths: IntArray = np.zeros(0, dtype=np.int64)
 
     def positions(self, kept: IntArray) -> IntArray | None:
         """Positions in :attr:`names` of ``kept``, slots taken from :attr:`slots` in order;
@@ -103,9 +111,17 @@ class NameList:
         """The JSON list of the names at ``positions`` (ascending)."""
         if len(positions) == len(self.names):
             return self.raw
-        if not len(positions):
-            return b"[]"
-        return b"[" + b",".join(self._pick(positions)) + b"]"
+        if len(positions) * _FEW < len(self.names):
+            return b"[" + b",".join(self._pick(positions)) + b"]" if len(positions) else b"[]"
+        # Most names are kept: cut the others out of all the names' bytes, ``,"name"`` each.
+        if self._segments is None:
+            quoted = self._quote()
+            self._segments = np.frombuffer(b"".join(b"," + q for q in quoted), dtype=np.uint8)
+            self._segment_lengths = np.array([len(q) + 1 for q in quoted], dtype=np.int64)
+        keep = np.zeros(len(self.names), dtype=np.bool_)
+        keep[positions] = True
+        kept = self._segments[np.repeat(keep, self._segment_lengths)]
+        return b"[" + kept[1:].tobytes() + b"]"
 
     def reasons_json(self, groups: Iterable[tuple[IntArray, str]]) -> bytes:
         """The JSON object mapping the names at each group's positions to its reason; a name in

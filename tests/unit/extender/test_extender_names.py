@@ -39,6 +39,15 @@ def test_odd_names_are_escaped() -> None:
     assert msgspec.json.decode(nl.names_json(np.array([0, 1, 2]))) == names[:3]
 
 
+def test_names_json_with_few_or_most_names_kept() -> None:
+    names = [f"n-{i}" for i in range(18)] + ['we"ird', "ünï"]
+    nl = make(names, {n: i for i, n in enumerate(names)})
+    for kept in ([3], [0, 19], list(range(1, 20)), [i for i in range(20) if i % 7], [18]):
+        answer = nl.names_json(np.array(kept, dtype=np.int64))
+        assert msgspec.json.decode(answer) == [names[i] for i in kept]
+        assert answer == msgspec.json.encode([names[i] for i in kept])
+
+
 def test_priorities_json_decodes_to_the_encoded_list() -> None:
     names = ["n-0", 'q"uote', "n-2", "ünï"]
     nl = make(names, {n: i for i, n in enumerate(names)})
