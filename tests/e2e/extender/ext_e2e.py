@@ -227,18 +227,9 @@ class World:
         body = {"metadata": {"annotations": annotations}}
         self.client.patch(f"/api/v1/nodes/{name}", body).expect(200)
 
-    def pod(
-        self,
-        name: str,
-        *,
-        annotations: dict[str, str] | None = None,
-        priority_class: str | None = None,
-        cpu: str = "100m",
-        **spec: Any,
-    ) -> str:
-        manifest = self.pod_manifest(
-            name, annotations=annotations, priority_class=priority_class, cpu=cpu, **spec
-        )
+    def pod(self, name: str, **options: Any) -> str:
+        """Create the pod :meth:`pod_manifest` describes."""
+        manifest = self.pod_manifest(name, **options)
         self.client.post(f"/api/v1/namespaces/{self.namespace}/pods", manifest).expect(201)
         return name
 
