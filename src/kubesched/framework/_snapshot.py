@@ -207,6 +207,20 @@ class Snapshot:
         self._sync_pods_row(info)
         self.generation += 1
 
+    def replace_pod(self, pod: PodInfo) -> None:
+        """Put a newer version of a counted pod in place of the old one, on the same node.
+
+        For a version that counts exactly as the old one (same requests, ports, labels,
+        affinity, volumes, termination): only the object changes, so the node's row is not
+        touched and nothing derived from it needs deriving again. The pod moves to the end of
+        its node's pods, as removing and adding it would.
+        """
+        info = self._infos[self._pod_node[pod.uid]]
+        del info.pods[pod.uid]
+        info.pods[pod.uid] = pod
+        info.generation += 1
+        self.generation += 1
+
     def remove_pod(self, uid: str) -> PodInfo | None:
         node_name = self._pod_node.pop(uid, None)
         if node_name is None:

@@ -142,6 +142,22 @@ class Cache:
                 state.node,
                 node,
             )
+        elif state is not None and _counts_alike(state.info.pod, pod):
+            # The confirmation of our own binding: the informer's pod differs from the assumed
+            # one only in what the cache does not count (resourceVersion, status ...), so the
+            # assumed PodInfo and the node's row stand.
+            info = state.info
+            info = PodInfo(
+                pod=pod,
+                requests=info.requests,
+                non_zero_cpu=info.non_zero_cpu,
+                non_zero_memory=info.non_zero_memory,
+                host_ports=info.host_ports,
+            )
+            self._snapshot.replace_pod(info)
+            self._pods[uid] = _PodState(info=info, node=node)
+            self._assumed.discard(uid)
+            return
         self._put(PodInfo.of(pod), node, assumed=False)
 
     def update_pod(self, old: Pod, new: Pod) -> None:
@@ -357,6 +373,18 @@ class Cache:
         self._snapshot.remove_pod(uid)
         del self._pods[uid]
         self._assumed.discard(uid)
+
+
+def _counts_alike(old: Pod, new: Pod) -> bool:
+    """Whether the cache would count ``new`` exactly as ``old``: everything PodInfo, the node's
+    row and the pod table derive from a pod (spec, namespace, labels, termination) is equal."""
+    om, nm = old.metadata, new.metadata
+    return (
+        om.namespace == nm.namespace
+        and om.deletion_timestamp == nm.deletion_timestamp
+        and om.labels == nm.labels
+        and old.spec == new.spec
+    )
 
 
 def _name(pod: Pod) -> str:

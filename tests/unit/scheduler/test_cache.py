@@ -101,6 +101,35 @@ def test_informer_add_confirms_an_assumed_pod(cache: Cache) -> None:
         cache.add_pod(bound(pod, "n1"))
 
 
+def test_confirming_an_assumed_pod_alike_keeps_the_row_and_takes_the_new_object(
+    cache: Cache,
+) -> None:
+    pod = make_pod("p", cpu="1")
+    cache.assume_pod(PodInfo.of(pod), "n1")
+    table = cache.snapshot.table
+    version = table.version
+    meta = msgspec.structs.replace(pod.metadata, resource_version="42")
+    confirmed = bound(msgspec.structs.replace(pod, metadata=meta), "n1")
+    cache.add_pod(confirmed)
+    assert table.version == version  # no row changed: nothing to derive again
+    assert cache.get_pod(pod.metadata.uid) is confirmed
+    info = cache.snapshot.get("n1")
+    assert info is not None
+    assert info.pods[pod.metadata.uid].pod is confirmed
+    assert not cache.is_assumed(pod.metadata.uid)
+    assert requested_cpu(cache, "n1") == 1000
+
+
+def test_confirming_an_assumed_pod_that_changed_counts_it_anew(cache: Cache) -> None:
+    pod = make_pod("p", cpu="1")
+    cache.assume_pod(PodInfo.of(pod), "n1")
+    # The same pod (same metadata) with a larger request, as after an in-place resize.
+    resized = msgspec.structs.replace(bound(make_pod("p", cpu="2"), "n1"), metadata=pod.metadata)
+    cache.add_pod(resized)
+    assert requested_cpu(cache, "n1") == 2000
+    assert not cache.is_assumed(pod.metadata.uid)
+
+
 def test_informer_add_on_another_node_moves_the_assumed_pod(cache: Cache) -> None:
     pod = make_pod("p", cpu="2")
     cache.assume_pod(PodInfo.of(pod), "n1")
