@@ -229,6 +229,7 @@ async def _run(
 
     queue = SchedulingQueue(
         less=first.less,
+        sort_key=first.sort_key,
         pre_enqueue=pre_enqueue,
         events_to_register=_events(frameworks),
         pod_initial_backoff=float(config.pod_initial_backoff_seconds),

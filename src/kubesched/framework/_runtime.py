@@ -45,6 +45,7 @@ from kubesched.framework._interface import (
     QueueSortPlugin,
     ReservePlugin,
     ScorePlugin,
+    SortKeyFn,
     WatchedKind,
     extension_points_of,
     has_normalize_score,
@@ -401,6 +402,11 @@ class Framework:
 
     def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
         return self.queue_sort.less(a, b)
+
+    @property
+    def sort_key(self) -> SortKeyFn | None:
+        """The QueueSort plugin's order as a key, if it has one (``QueueSortPlugin.sort_key``)."""
+        return self.queue_sort.sort_key
 
     # -- scheduling cycle ------------------------------------------------------------------------
 

@@ -33,3 +33,7 @@ class PrioritySort(QueueSortPlugin):
         # queue (it is refreshed when a pod comes back after a failed attempt), not the time of
         # its first attempt.
         return pa > pb or (pa == pb and a.timestamp < b.timestamp)
+
+    def sort_key(self, qpi: QueuedPodInfo) -> tuple[int, float]:
+        """``less`` as a key: higher priority, then earlier timestamp, sorts lower."""
+        return -pod_priority(qpi.pod), qpi.timestamp

@@ -49,6 +49,7 @@ from kubesched.framework import (
     PodInfo,
     QueuedPodInfo,
     QueueingHint,
+    SortKeyFn,
     Status,
 )
 
@@ -183,6 +184,19 @@ class _ActiveEntry:
         return self.less(self.qpi, other.qpi)
 
 
+class _KeyedActiveEntry(_ActiveEntry):
+    """An activeQ heap entry ordered by its QueueSort key, computed once when it is queued."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, qpi: QueuedPodInfo, less: LessFn, key: tuple[int | float, ...]) -> None:
+        super().__init__(qpi, less)
+        self.key = key
+
+    def __lt__(self, other: _ActiveEntry) -> bool:
+        return self.key < other.key  # type: ignore[attr-defined,no-any-return]
+
+
 class _BackoffEntry:
     """A backoffQ heap entry: ordered by expiry, then by ``less`` (pods heap) or arrival."""
 
@@ -228,6 +242,7 @@ class SchedulingQueue:
         self,
         *,
         less: LessFn,
+        sort_key: SortKeyFn | None = None,
         pre_enqueue: PreEnqueueFn | None = None,
         events_to_register: Mapping[str, Iterable[ClusterEventWithHint]] | None = None,
         pod_initial_backoff: float = DEFAULT_POD_INITIAL_BACKOFF,
@@ -241,13 +256,16 @@ class SchedulingQueue:
     ) -> None:
         """Build an empty queue.
 
-        ``less`` is the QueueSort of the profiles (they all share one). ``pre_enqueue`` runs the
-        PreEnqueue plugins of the pod's profile. ``events_to_register`` maps a plugin name to the
-        events that may make pods it rejected schedulable (the union over profiles); a plugin that
-        rejects a pod but registered nothing is woken by every event, as in kube-scheduler.
+        ``less`` is the QueueSort of the profiles (they all share one); ``sort_key``, if the
+        QueueSort has one (``Framework.sort_key``), orders the activeQ without calling ``less``.
+        ``pre_enqueue`` runs the PreEnqueue plugins of the pod's profile. ``events_to_register``
+        maps a plugin name to the events that may make pods it rejected schedulable (the union
+        over profiles); a plugin that rejects a pod but registered nothing is woken by every
+        event, as in kube-scheduler.
         ``clock`` returns monotonic seconds.
         """
         self._less = less
+        self._sort_key = sort_key
         self._pre_enqueue = pre_enqueue
         self._hints: dict[str, tuple[ClusterEventWithHint, ...]] = {
             plugin: tuple(events) for plugin, events in (events_to_register or {}).items()
@@ -941,7 +959,12 @@ class SchedulingQueue:
         self._backoff_remove(uid)
         self._unschedulable_remove(uid)
         self._active_remove(uid)
-        entry = _ActiveEntry(qpi, self._less)
+        key = self._sort_key
+        entry = (
+            _ActiveEntry(qpi, self._less)
+            if key is None
+            else _KeyedActiveEntry(qpi, self._less, key(qpi))
+        )
         self._active[uid] = entry
         heapq.heappush(self._active_heap, entry)
         self._wakeup.set()

@@ -346,6 +346,7 @@ async def simulate(
     ticks = itertools.count()
     queue = SchedulingQueue(
         less=first.less,
+        sort_key=first.sort_key,
         pre_enqueue=pre_enqueue,
         events_to_register=_events(frameworks),
         clock=lambda: float(next(ticks)),

@@ -61,3 +61,12 @@ def test_sorting_a_queue() -> None:
     )
     got: list[Any] = [(pod_priority(q.pod), q.timestamp) for q in order]
     assert got == [(10, 2), (10, 4), (0, 1), (0, 3), (-5, 0)]
+
+
+def test_sort_key_orders_exactly_as_less() -> None:
+    items = [
+        queued(p, t, initial=i) for p in (None, -5, 0, 10) for t in (1.0, 2.5) for i in (0.0, 9.0)
+    ]
+    for a in items:
+        for b in items:
+            assert (PLUGIN.sort_key(a) < PLUGIN.sort_key(b)) is PLUGIN.less(a, b)

@@ -143,6 +143,22 @@ def test_pop_follows_priority_then_arrival() -> None:
     assert q.try_pop() is None
 
 
+def test_a_sort_key_orders_the_active_queue_as_less_does() -> None:
+    clock = FakeClock()
+    q = make_queue(
+        clock,
+        sort_key=lambda qpi: (-(qpi.pod.spec.priority or 0), qpi.initial_attempt_timestamp),
+    )
+    pods = [make_pod(f"p{i}", priority=p) for i, p in enumerate((1, 10, 100, 10, 1, 100))]
+    for pod in pods:
+        q.add(pod)
+        clock.step(1)
+    # An update re-sorts the pod by its new key.
+    q.update(pods[0], with_spec(pods[0], priority=50))
+    names = [pop(q).pod.metadata.name for _ in pods]
+    assert names == ["p2", "p5", "p0", "p1", "p3", "p4"]
+
+
 def test_pop_counts_attempts_resets_plugins_and_tracks_in_flight() -> None:
     clock = FakeClock()
     q = make_queue(clock, pop_from_backoff=False)
