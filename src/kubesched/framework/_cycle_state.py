@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
+from kubesched.api import Pod
+from kubesched.framework._node_info import PodInfo
+
 T = TypeVar("T")
 
 
@@ -15,7 +18,13 @@ class CycleState:
     returned Skip: the runtime does not call their Filter or Score for this pod.
     """
 
-    __slots__ = ("_data", "record_plugin_metrics", "skip_filter_plugins", "skip_score_plugins")
+    __slots__ = (
+        "_data",
+        "pod_info",
+        "record_plugin_metrics",
+        "skip_filter_plugins",
+        "skip_score_plugins",
+    )
 
     def __init__(self) -> None:
         self._data: dict[str, Any] = {}
@@ -24,6 +33,8 @@ class CycleState:
         #: Whether the runtime times each plugin of this cycle (``ShouldRecordPluginMetrics``);
         #: the scheduling loop samples a share of its cycles, as kube-scheduler does.
         self.record_plugin_metrics = True
+        #: What was derived from the cycle's pod once (see :meth:`pod_info_of`).
+        self.pod_info: PodInfo | None = None
 
     def write(self, key: str, value: object) -> None:
         self._data[key] = value
@@ -36,6 +47,18 @@ class CycleState:
                 f"cycle state {key!r} holds {type(value).__name__}, not {kind.__name__}"
             )
         return value
+
+    def pod_info_of(self, pod: Pod) -> PodInfo:
+        """The requests and host ports of ``pod``, derived once per cycle and shared by the
+        plugins (kube-scheduler's plugins read them from the ``PodInfo`` they are given).
+
+        The scheduling loop sets :attr:`pod_info` to the PodInfo the queue derived when it
+        queued the pod; without it (or for another pod) it is derived here.
+        """
+        info = self.pod_info
+        if info is None or info.pod is not pod:
+            info = self.pod_info = PodInfo.of(pod)
+        return info
 
     def get(self, key: str) -> Any:
         return self._data.get(key)
@@ -50,4 +73,5 @@ class CycleState:
         c.skip_filter_plugins = set(self.skip_filter_plugins)
         c.skip_score_plugins = set(self.skip_score_plugins)
         c.record_plugin_metrics = self.record_plugin_metrics
+        c.pod_info = self.pod_info
         return c

@@ -199,6 +199,8 @@ class Scheduler:
         qpi.cycle = self.queue.scheduling_cycle
         state = CycleState()
         state.record_plugin_metrics = self._sample.randrange(100) < PLUGIN_METRICS_SAMPLE_PERCENT
+        # The queue derived the pod's requests and ports when it queued this very pod.
+        state.pod_info = qpi.pod_info
         try:
             result = fwk.schedule_pod(state, pod)
         except FitError as fit:
@@ -225,7 +227,6 @@ class Scheduler:
         if self._observer is not None:
             self._observer(fwk, pod, state, result)
         host = result.suggested_host
-        # The queue derived the pod's requests and ports when it queued this very pod.
         self.cache.assume_pod(qpi.pod_info, host)
         # Counted on its node now: its nomination would count it twice.
         self.queue.delete_nominated_pod_if_exists(pod)

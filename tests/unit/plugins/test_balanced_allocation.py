@@ -12,10 +12,14 @@ import msgspec
 import numpy as np
 import pytest
 
-from kubesched.api import Node, Pod
+from kubesched.api import Node, Pod, pod_requests
 from kubesched.config import ConfigError, NodeResourcesBalancedAllocationArgs, ResourceSpec
 from kubesched.framework import Code, CycleState, Nodes, PodInfo, Snapshot, Status
-from kubesched.plugins.node_resources._allocation import balanced_resource_score
+from kubesched.plugins.node_resources._allocation import (
+    WeightedResource,
+    balanced_resource_score,
+    pod_request_list,
+)
 from kubesched.plugins.node_resources.balanced_allocation import (
     PRE_SCORE_STATE_KEY,
     BalancedAllocation,
@@ -368,3 +372,25 @@ def test_kept_scores_follow_every_change_of_the_snapshot() -> None:
             incoming = rng.choice(shapes)
             # ``scores`` also compares with the per-node form.
             assert scores(kept, incoming, snap) == scores(plugin(snap, resources), incoming, snap)
+
+
+@pytest.mark.parametrize(
+    "incoming",
+    [
+        pytest.param(pod({}), id="no requests"),
+        pytest.param(pod({"cpu": "250m"}, {GPU: "1"}), id="one container without requests"),
+        pytest.param(
+            pod({"cpu": "250m"}, init=[{"memory": "1Ki"}], overhead={"cpu": "10m"}),
+            id="init container and overhead",
+        ),
+        pytest.param(pod({"memory": "1Gi"}, sidecars=[{}], init=[{"cpu": "2"}]), id="sidecar"),
+    ],
+)
+@pytest.mark.parametrize("use_requested", [True, False])
+def test_pod_request_list_from_the_pod_info_equals_the_pod_requests(
+    incoming: Pod, use_requested: bool
+) -> None:
+    resources = [WeightedResource(r, 1) for r in ("cpu", "memory", GPU, "ephemeral-storage")]
+    want = pod_requests(incoming, non_missing=not use_requested)
+    got = pod_request_list(PodInfo.of(incoming), resources, use_requested)
+    assert got == [want.get(r.name, 0) for r in resources]

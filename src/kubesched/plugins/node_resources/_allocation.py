@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kubesched.api import CPU, EPHEMERAL_STORAGE, MEMORY, Pod, is_scalar_resource_name, pod_requests
+from kubesched.api import CPU, EPHEMERAL_STORAGE, MEMORY, is_scalar_resource_name
 from kubesched.config import LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO
-from kubesched.framework import BoolArray, IntArray, NodeInfo, NodeTable
+from kubesched.framework import BoolArray, IntArray, NodeInfo, NodeTable, PodInfo
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -61,7 +61,7 @@ class WeightedResource:
 
 
 def pod_request_list(
-    pod: Pod, resources: Sequence[WeightedResource], use_requested: bool
+    pod: PodInfo, resources: Sequence[WeightedResource], use_requested: bool
 ) -> list[int]:
     """``calculatePodResourceRequestList``: the pod's request of each configured resource.
 
@@ -69,8 +69,18 @@ def pod_request_list(
     ``use_requested``, a container that sets no CPU or memory request counts as 100m / 200Mi.
     CPU is in millicores, everything else in whole units; a resource the pod does not request is 0.
     """
-    reqs = pod_requests(pod, non_missing=not use_requested)
-    return [reqs.get(r.name, 0) for r in resources]
+    reqs = pod.requests
+    if use_requested:
+        return [reqs.get(r.name, 0) for r in resources]
+    # The non-zero requests differ from the requests in cpu and memory only.
+    return [
+        pod.non_zero_cpu
+        if r.name == CPU
+        else pod.non_zero_memory
+        if r.name == MEMORY
+        else reqs.get(r.name, 0)
+        for r in resources
+    ]
 
 
 def allocatable_requested(

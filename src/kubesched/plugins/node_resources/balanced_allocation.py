@@ -86,11 +86,11 @@ class BalancedAllocation(PreScorePlugin, ScorePlugin):
         self._scores = RowDerived()
         self.resources = [WeightedResource(r.name, int(r.weight)) for r in args.resources]
 
-    def _pod_request_list(self, pod: Pod) -> list[int]:
-        return pod_request_list(pod, self.resources, use_requested=True)
+    def _pod_request_list(self, state: CycleState, pod: Pod) -> list[int]:
+        return pod_request_list(state.pod_info_of(pod), self.resources, use_requested=True)
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: Nodes) -> Status | None:
-        requests = self._pod_request_list(pod)
+        requests = self._pod_request_list(state, pod)
         if not any(requests):
             # Scoring best-effort pods would send them all to the same node.
             return Status(Code.SKIP)
@@ -101,7 +101,7 @@ class BalancedAllocation(PreScorePlugin, ScorePlugin):
         s = state.get(PRE_SCORE_STATE_KEY)
         if isinstance(s, PreScoreState):
             return s.pod_requests
-        return self._pod_request_list(pod)
+        return self._pod_request_list(state, pod)
 
     def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status | None]:
         requests = self._requests(state, pod)

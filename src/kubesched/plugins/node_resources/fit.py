@@ -286,7 +286,7 @@ class NodeResourcesFit(
     def pre_filter(
         self, state: CycleState, pod: Pod, nodes: Nodes
     ) -> tuple[PreFilterResult | None, Status | None]:
-        requests = pod_requests(pod)
+        requests = state.pod_info_of(pod).requests
         checks = _checks(requests, self.ignored_resources, self.ignored_resource_groups)
         state.write(PRE_FILTER_STATE_KEY, PreFilterState(requests, checks))
         return None, None
@@ -389,17 +389,17 @@ class NodeResourcesFit(
     # -- PreScore / Score ----------------------------------------------------------------------
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: Nodes) -> Status | None:
-        state.write(PRE_SCORE_STATE_KEY, PreScoreState(self._pod_request_list(pod)))
+        state.write(PRE_SCORE_STATE_KEY, PreScoreState(self._pod_request_list(state, pod)))
         return None
 
-    def _pod_request_list(self, pod: Pod) -> list[int]:
-        return pod_request_list(pod, self.resources, use_requested=False)
+    def _pod_request_list(self, state: CycleState, pod: Pod) -> list[int]:
+        return pod_request_list(state.pod_info_of(pod), self.resources, use_requested=False)
 
     def _pre_score_state(self, state: CycleState, pod: Pod) -> PreScoreState:
         s = state.get(PRE_SCORE_STATE_KEY)
         if isinstance(s, PreScoreState):
             return s
-        return PreScoreState(self._pod_request_list(pod))
+        return PreScoreState(self._pod_request_list(state, pod))
 
     def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status | None]:
         if not self.resources:
