@@ -583,6 +583,26 @@ def test_filter_without_pre_filter_is_an_error() -> None:
     assert verdict.statuses[int(verdict.ids[0])] == want
 
 
+def test_pods_of_one_request_shape_share_their_checks() -> None:
+    snap = cluster([node("n", {"cpu": "1", "memory": "1Gi", "pods": 10})])
+    p = plugin(snap)
+    nodes = Nodes(snap, snap.present_slots())
+
+    def checks(incoming: Pod) -> Any:
+        state = CycleState()
+        p.pre_filter(state, incoming, nodes)
+        return state.get(PRE_FILTER_STATE_KEY).checks
+
+    first = checks(pod({"cpu": "100m", "memory": "1Ki"}))
+    assert [(c.name, c.amount) for c in first] == [("cpu", 100), ("memory", 1024)]
+    assert checks(pod({"cpu": "100m", "memory": "1Ki"})) is first
+    other = checks(pod({"cpu": "2"}))
+    assert [(c.name, c.amount) for c in other] == [("cpu", 2000)]
+    # Still filtered by their own requests.
+    assert filter_all(p, pod({"cpu": "2"}), snap)[0] is not None
+    assert filter_all(p, pod({"cpu": "100m", "memory": "1Ki"}), snap) == [None]
+
+
 NOT_ENOUGH = [
     (
         "even without specified resources, predicate fails when there's no space for additional "

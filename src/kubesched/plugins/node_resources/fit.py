@@ -124,6 +124,8 @@ ENABLE_IN_PLACE_POD_VERTICAL_SCALING = True
 ENABLE_SCHEDULING_QUEUE_HINT = True
 
 _FIXED_CHECKS = ((CPU, REASON_INSUFFICIENT_CPU), (MEMORY, REASON_INSUFFICIENT_MEMORY))
+#: Request shapes whose checks PreFilter keeps (all are dropped when more come).
+_MAX_SHAPES = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,6 +271,7 @@ class NodeResourcesFit(
         self._scores = RowDerived()
         self.ignored_resources = frozenset(args.ignored_resources)
         self.ignored_resource_groups = frozenset(args.ignored_resource_groups)
+        self._checks_by_shape: dict[tuple[tuple[str, int], ...], tuple[_Check, ...]] = {}
         self.strategy: str = strategy.type
         self.resources = [WeightedResource(r.name, int(r.weight)) for r in strategy.resources]
         self.shape: list[tuple[int, int]] = []
@@ -287,7 +290,14 @@ class NodeResourcesFit(
         self, state: CycleState, pod: Pod, nodes: Nodes
     ) -> tuple[PreFilterResult | None, Status | None]:
         requests = state.pod_info_of(pod).requests
-        checks = _checks(requests, self.ignored_resources, self.ignored_resource_groups)
+        # Pods come in few shapes: their checks are kept per request.
+        shape = tuple(requests.items())
+        checks = self._checks_by_shape.get(shape)
+        if checks is None:
+            if len(self._checks_by_shape) >= _MAX_SHAPES:
+                self._checks_by_shape.clear()
+            checks = _checks(requests, self.ignored_resources, self.ignored_resource_groups)
+            self._checks_by_shape[shape] = checks
         state.write(PRE_FILTER_STATE_KEY, PreFilterState(requests, checks))
         return None, None
 
