@@ -282,7 +282,7 @@ class SchedulerService:
         first = next(iter(self.frameworks.values()))
         self.queue = SchedulingQueue(
             less=first.less,
-        sort_key=first.sort_key,
+            sort_key=first.sort_key,
             pre_enqueue=self._pre_enqueue,
             events_to_register=_events(self.frameworks),
             pod_initial_backoff=float(config.pod_initial_backoff_seconds),
