@@ -313,6 +313,12 @@ class Extender:
         self._closed = True
         self._worker.close()
 
+    async def aclose(self) -> None:
+        """Close the profiles' plugins, then :meth:`close`."""
+        for fwk in (*self.cluster_profiles.values(), *self.body_profiles.values()):
+            await fwk.aclose()
+        self.close()
+
     async def settle(self) -> None:
         """Wait until the worker has applied every informer change queued so far."""
         await self._worker.run(self._flush)

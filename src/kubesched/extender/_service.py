@@ -153,7 +153,7 @@ class ExtenderService:
             await r.stop()
         if self.recorder is not None:
             await self.recorder.aclose()
-        self.extender.close()
+        await self.extender.aclose()
 
     async def run(self) -> int:
         """Serve until :meth:`stop` (SIGINT or SIGTERM in :func:`serve`)."""

@@ -377,6 +377,10 @@ class Plugin:
         self.handle = handle
         self.args = args
 
+    async def aclose(self) -> None:
+        """Release what the plugin started: threads, background tasks, objects it created in the
+        cluster. Front ends call it once, on their event loop, when they stop."""
+
 
 class PreEnqueuePlugin(Plugin):
     def pre_enqueue(self, pod: Pod) -> Status | None:

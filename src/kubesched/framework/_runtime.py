@@ -365,6 +365,15 @@ class Framework:
         """Every plugin of the profile, once each."""
         return list(self._instances.values())
 
+    async def aclose(self) -> None:
+        """:meth:`Plugin.aclose` on every plugin; one that fails is logged, the others still
+        close."""
+        for plugin in self._instances.values():
+            try:
+                await plugin.aclose()
+            except Exception:
+                log.exception("closing plugin %s failed", plugin.name)
+
     def register_lister(self, kind: type[T], lister: Callable[[], Iterable[T]]) -> None:
         """Serve :meth:`list_objects` for ``kind`` (an informer's store, a list in memory)."""
         self._listers[kind] = lister

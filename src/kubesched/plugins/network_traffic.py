@@ -32,6 +32,7 @@ that ``kubesched annotate-nodes`` uses as well.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import logging
 import math
@@ -652,8 +653,11 @@ class NetworkTraffic(ScorePlugin):
         return None
 
     def close(self) -> None:
-        """Stop the background thread (tests; the scheduler keeps it for its lifetime)."""
+        """Stop the background thread."""
         self.refresher.stop()
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.close)
 
 
 def _raw(value: float | None) -> int:

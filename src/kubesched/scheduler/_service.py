@@ -427,6 +427,8 @@ class SchedulerService:
         finally:
             self.scheduler.stop()
             await self.scheduler.drain()
+            for fwk in self.frameworks.values():
+                await fwk.aclose()
             queue_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await queue_task

@@ -410,6 +410,8 @@ async def simulate(
                 skipped[uid] = outcome.message
         if progress is not None:
             progress(len(attempts), to_attempt, time.perf_counter() - start)
+    for fwk in frameworks.values():
+        await fwk.aclose()
 
     by_uid = {p.metadata.uid: p for p in pending}
     results: list[PodResult] = []

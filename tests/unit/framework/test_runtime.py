@@ -342,3 +342,41 @@ def test_plugins_are_timed_only_in_cycles_that_record_them(record: bool) -> None
     assert {"Filter", "Score"} <= set(metrics.points)
     want = [("CpuFit", "Filter"), ("ByIndex", "Score"), ("Flat", "Score")] if record else []
     assert metrics.plugins == want
+
+
+class _Closing(FilterPlugin):
+    name = "Closing"
+    closed: list[str]
+
+    def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
+        return None
+
+    async def aclose(self) -> None:
+        type(self).closed.append(self.name)
+
+
+class _FailsToClose(_Closing):
+    name = "FailsToClose"
+
+    async def aclose(self) -> None:
+        raise RuntimeError("cannot")
+
+
+async def test_aclose_closes_every_plugin_even_after_one_fails(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    _Closing.closed = []
+    registry = Registry({**REGISTRY, "Closing": _Closing, "FailsToClose": _FailsToClose})
+    fw = Framework(
+        profile_name="test",
+        registry=registry,
+        plugins={
+            "queueSort": [("Sort", 1)],
+            "bind": [("Binder", 1)],
+            "filter": [("FailsToClose", 1), ("Closing", 1)],
+        },
+        snapshot=cluster(),
+    )
+    await fw.aclose()
+    assert _Closing.closed == ["Closing"]
+    assert "closing plugin FailsToClose failed" in caplog.text

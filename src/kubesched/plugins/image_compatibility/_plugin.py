@@ -478,10 +478,22 @@ class ImageCompatibility(
         await self.store.settle()
 
     def close(self) -> None:
-        """Stop fetching and delete this plugin's NodeFeatureGroups (tests; the scheduler keeps
-        the plugin for its lifetime)."""
+        """Stop fetching and start deleting this plugin's NodeFeatureGroups (tests, from outside
+        an event loop)."""
         if self.groups is not None:
             asyncio.run_coroutine_threadsafe(self.groups.aclose(), self.store.home())
+        self.store.close()
+
+    async def aclose(self) -> None:
+        """Delete this plugin's NodeFeatureGroups, waiting for it, and stop fetching."""
+        if self.groups is not None:
+            home = self.store.home()
+            if home is asyncio.get_running_loop():
+                await self.groups.aclose()
+            else:
+                await asyncio.wrap_future(
+                    asyncio.run_coroutine_threadsafe(self.groups.aclose(), home)
+                )
         self.store.close()
 
 

@@ -9,7 +9,8 @@ the set's rules as they are would name all three; the plugin's groups name ``bot
 * the same pod kept off ``both`` (node affinity) stays Pending, not placed on a node with half
   the features, its message saying nfd-master's group did not name the node;
 * a pod whose image no node satisfies stays Pending too (an empty group counts once settled);
-* the groups are in nfd-master's namespace, labelled with the scheduler's owner, one rule each.
+* the groups are in nfd-master's namespace, labelled with the scheduler's owner, one rule each,
+  and gone once the scheduler stops.
 """
 
 from __future__ import annotations
@@ -188,5 +189,8 @@ def test_pods_land_on_the_nodes_nfd_master_names(
             }
             assert statuses == {(names["both"],), ()}
             assert all(len(item["spec"]["featureGroupRules"]) == 1 for item in groups)
+        # A scheduler that stops deletes the groups it created.
+        left = admin_client.get(GROUPS, labelSelector=selector).expect(200).json()["items"]
+        assert left == []
     finally:
         admin_client.request("DELETE", GROUPS, params={"labelSelector": selector})
