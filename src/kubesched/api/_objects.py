@@ -234,6 +234,15 @@ class LocalObjectReference(_Obj):
     name: str = ""
 
 
+class PodResourceClaim(_Obj):
+    """An entry of ``spec.resourceClaims``: a ResourceClaim (or a template for one) the pod's
+    containers use (dynamic resource allocation)."""
+
+    name: str = ""
+    resource_claim_name: str | None = None
+    resource_claim_template_name: str | None = None
+
+
 class PodSpec(_Obj):
     containers: list[Container] = []
     init_containers: list[Container] = []
@@ -255,6 +264,7 @@ class PodSpec(_Obj):
     host_network: bool = False
     image_pull_secrets: list[LocalObjectReference] = []
     termination_grace_period_seconds: int | None = None
+    resource_claims: list[PodResourceClaim] = []
 
 
 class PodCondition(_Obj):

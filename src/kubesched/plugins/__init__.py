@@ -28,6 +28,7 @@ IN_TREE: dict[str, str] = {
     "ImageLocality": "image_locality:ImageLocality",
     "PodTopologySpread": "pod_topology_spread:PodTopologySpread",
     "InterPodAffinity": "inter_pod_affinity:InterPodAffinity",
+    "DynamicResources": "dynamic_resources:DynamicResources",
     "DefaultPreemption": "default_preemption:DefaultPreemption",
     "DefaultBinder": "default_binder:DefaultBinder",
 }

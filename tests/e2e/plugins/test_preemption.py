@@ -334,7 +334,7 @@ async def test_equal_priority_preempts_nobody_and_says_why(
     preemption = ["1 No preemption victims found for incoming pod"]
     if others:
         preemption.append(f"{others} Preemption is not helpful for scheduling")
-    head, _, tail = cond["message"].partition(" preemption: ")
+    head, _, tail = cond["message"].partition(" no new claims to deallocate, preemption: ")
     assert head.startswith(f"0/{len(nodes)} nodes are available: ")
     assert "1 Insufficient cpu" in head
     assert tail == f"0/{len(nodes)} nodes are available: {', '.join(sorted(preemption))}."

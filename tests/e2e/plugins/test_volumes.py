@@ -246,7 +246,7 @@ def test_unbound_immediate_claim_keeps_the_pod_pending(
     # As kube-scheduler v1.34.4 writes it.
     assert cond["message"] == (
         f"0/{nodes} nodes are available: pod has unbound immediate PersistentVolumeClaims. "
-        f"preemption: 0/{nodes} nodes are available: {nodes} Preemption is not helpful for "
-        "scheduling."
+        f"no new claims to deallocate, preemption: 0/{nodes} nodes are available: "
+        f"{nodes} Preemption is not helpful for scheduling."
     )
     assert not get_pod(admin_client, namespace, "web")["spec"].get("nodeName")

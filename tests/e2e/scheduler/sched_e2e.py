@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import os
 import signal
@@ -34,7 +33,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from builders import make_node, make_pod
 from kubesched.cluster import ClusterInfo
-from kubesched.plugins import default_registry
 
 T = TypeVar("T")
 
@@ -344,29 +342,27 @@ NO_VICTIMS = "No preemption victims found for incoming pod"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 
 
-@functools.cache
-def preemption_runs() -> bool:
-    """Whether the default profile has DefaultPreemption (a PostFilter) in this build."""
-    return "DefaultPreemption" in default_registry()
+#: DynamicResources' PostFilter part for a pod without resource claims, before preemption's.
+NO_CLAIMS = "no new claims to deallocate"
 
 
 def fit_error(nodes: int, reasons: Mapping[str, int], preemption: Mapping[str, int]) -> str:
-    """kube-scheduler's FitError message for ``nodes`` nodes, as v1.34.4 writes it.
+    """kube-scheduler's FitError message for ``nodes`` nodes with the default profile, as
+    v1.34.4 writes it for a pod without resource claims.
 
-    ``0/3 nodes are available: 1 Insufficient cpu, 2 node(s) didn't match ....`` and, when
-    DefaultPreemption runs, `` preemption: 0/3 nodes are available: 3 Preemption is not helpful
-    for scheduling.`` Reasons are sorted as strings, counts included, as kube-scheduler sorts
-    them. (kube-scheduler also has DynamicResources, whose PostFilter puts ``no new claims to
-    deallocate, `` before ``preemption:``; kubesched does not have that plugin.)
+    ``0/3 nodes are available: 1 Insufficient cpu, 2 node(s) didn't match ....``, then the
+    PostFilter plugins' parts: DynamicResources' ``no new claims to deallocate``, and
+    DefaultPreemption's ``preemption: 0/3 nodes are available: 3 Preemption is not helpful for
+    scheduling.`` Reasons are sorted as strings, counts included, as kube-scheduler sorts them.
     """
 
     def histogram(counts: Mapping[str, int]) -> str:
         return ", ".join(sorted(f"{n} {reason}" for reason, n in counts.items()))
 
-    message = f"0/{nodes} nodes are available: {histogram(reasons)}."
-    if preemption_runs():
-        message += f" preemption: 0/{nodes} nodes are available: {histogram(preemption)}."
-    return message
+    return (
+        f"0/{nodes} nodes are available: {histogram(reasons)}. {NO_CLAIMS}, "
+        f"preemption: 0/{nodes} nodes are available: {histogram(preemption)}."
+    )
 
 
 # --- manifests ------------------------------------------------------------------------------

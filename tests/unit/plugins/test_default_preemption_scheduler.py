@@ -164,7 +164,8 @@ async def test_a_preemptor_is_nominated_waits_for_its_victims_and_lands_on_its_n
     assert second is not None
     assert scheduler.schedule_one(second).reason == "Unschedulable"
     assert cluster.failures["q"][0] == (
-        "0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: "
+        "0/2 nodes are available: 2 Insufficient cpu. no new claims to deallocate, "
+        "preemption: 0/2 nodes are available: "
         "2 No preemption victims found for incoming pod."
     )
 
@@ -188,7 +189,8 @@ async def test_no_preemption_when_nothing_has_lower_priority() -> None:
     scheduler.schedule_one(qpi)
     await plugin.wait_for_evictions()
     assert cluster.failures["p"] == (
-        "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: "
+        "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate, "
+        "preemption: 0/1 nodes are available: "
         "1 No preemption victims found for incoming pod.",
         "",
     )
@@ -206,7 +208,12 @@ async def test_disabling_the_plugin_turns_preemption_off() -> None:
     qpi = queue.try_pop()
     assert qpi is not None
     scheduler.schedule_one(qpi)
-    assert cluster.failures["p"] == ("0/1 nodes are available: 1 Insufficient cpu.", "")
+    # DynamicResources is the only PostFilter plugin left: its part ends the message, and it
+    # leaves the nomination as it is (None), as RunPostFilterPlugins does without a result.
+    assert cluster.failures["p"] == (
+        "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate.",
+        None,
+    )
     assert "low" in cluster.pods
 
 

@@ -102,7 +102,7 @@ def test_json_document_shape() -> None:
     # DefaultPreemption's part ends in its own period, as kube-scheduler writes it.
     assert pods["huge"]["message"] == (
         "0/3 nodes are available: 1 node(s) had untolerated taint(s), "
-        "2 Insufficient cpu. preemption: 0/3 nodes are available: "
+        "2 Insufficient cpu. no new claims to deallocate, preemption: 0/3 nodes are available: "
         "3 Preemption is not helpful for scheduling."
     )
     assert pods["huge"]["feasibleNodes"] == []

@@ -77,7 +77,8 @@ def test_a_placed_pod_counts_for_the_next() -> None:
     last = result.pods[-1]
     assert (last.name, last.node, last.reason) == ("p4", None, "Unschedulable")
     assert last.message == (
-        "0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: "
+        "0/2 nodes are available: 2 Insufficient cpu. no new claims to deallocate, "
+        "preemption: 0/2 nodes are available: "
         "2 No preemption victims found for incoming pod."
     )
     assert [p.attempt for p in result.pods] == [1, 2, 3, 4, 5]
@@ -306,7 +307,8 @@ def test_explain_pre_filter_rejection_per_node() -> None:
     assert pinned.nodes["a"].pre_filter == {PRE_FILTER_RESULT: reason}
     assert pinned.nodes["a"].filter == {}
     assert nowhere.message == (
-        f"0/2 nodes are available: 2 {reason}. preemption: 0/2 nodes are available: "
+        f"0/2 nodes are available: 2 {reason}. no new claims to deallocate, "
+        "preemption: 0/2 nodes are available: "
         "2 Preemption is not helpful for scheduling."
     )
     assert {n: e.pre_filter for n, e in nowhere.nodes.items()} == {
