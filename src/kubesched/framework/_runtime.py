@@ -867,7 +867,8 @@ class Framework:
         if status is not None:
             raise ScoreError(status.plugin, status)
         per_plugin, totals = self.run_score(state, pod, feasible)
-        best = np.flatnonzero(totals == totals.max())
+        # argmax finds the top score in a fraction of max's time; the ties are all nodes with it.
+        best = (totals == totals[totals.argmax()]).nonzero()[0]
         pick = int(best[self._rng.randrange(len(best))]) if len(best) > 1 else int(best[0])
         return ScheduleResult(
             suggested_host=self._snapshot.table.names[int(feasible.slots[pick])],
@@ -959,8 +960,10 @@ def _out_of_range(scores: IntArray) -> bool:
     if not len(scores):
         return False
     if scores.dtype == np.int64 and MIN_NODE_SCORE == 0:
-        # One pass instead of two: a negative int64 read as uint64 is above 2**63.
-        return bool(scores.view(np.uint64).max() > MAX_NODE_SCORE)
+        # One pass instead of two: a negative int64 read as uint64 is above 2**63. argmax rather
+        # than max: numpy's argmax over integers is a few times faster.
+        unsigned = scores.view(np.uint64)
+        return bool(unsigned[unsigned.argmax()] > MAX_NODE_SCORE)
     return bool(scores.max() > MAX_NODE_SCORE or scores.min() < MIN_NODE_SCORE)
 
 
