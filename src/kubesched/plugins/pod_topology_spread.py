@@ -338,6 +338,10 @@ class PodTopologySpread(
                 msgspec.convert(msgspec.to_builtins(c), TopologySpreadConstraint)
                 for c in decoded.default_constraints
             )
+        # The default constraints, parsed, per whenUnsatisfiable: without matchLabelKeys they
+        # do not depend on the pod, so each cycle need not parse them again.
+        self._parsed_defaults: dict[str, list[Constraint]] = {}
+        self._defaults_per_pod = any(c.match_label_keys for c in self.default_constraints)
 
     @property
     def _snapshot(self) -> Snapshot:
@@ -376,7 +380,11 @@ class PodTopologySpread(
         return Selector(selector.requirements + other.requirements)
 
     def _default_constraints(self, pod: Pod, action: str) -> list[Constraint]:
-        constraints = filter_constraints(self.default_constraints, pod.metadata.labels, action)
+        constraints = self._parsed_defaults.get(action)
+        if constraints is None:
+            constraints = filter_constraints(self.default_constraints, pod.metadata.labels, action)
+            if not self._defaults_per_pod:
+                self._parsed_defaults[action] = constraints
         if not constraints:
             return []
         selector = self.default_selector(pod)
