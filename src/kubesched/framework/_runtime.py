@@ -138,10 +138,10 @@ class FitError(Exception):
             if histogram:
                 msg += " " + ", ".join(histogram) + "."
         if d.post_filter_msg:
-            # kube-scheduler ends the message with one period even when PostFilter's message (a
-            # nested "0/N nodes are available: ...") already ends with one.
-            end = "" if d.post_filter_msg.endswith(".") else "."
-            msg += f" {d.post_filter_msg}{end}"
+            # As it is: DefaultPreemption's part ("preemption: 0/N nodes are available: ...")
+            # ends with its own period, DynamicResources' ("no new claims to deallocate") with
+            # none.
+            msg += f" {d.post_filter_msg}"
         return msg
 
 

@@ -42,6 +42,8 @@ MSG_NO_CLAIMS_TO_DEALLOCATE = "no new claims to deallocate"
 #: PostFilter for a pod with claims, none of which was found unavailable on a node (kubesched
 #: rejects such pods before Filter, so none ever is).
 MSG_STILL_NOT_SCHEDULABLE = "still not schedulable"
+#: PostFilter when PreFilter did not run (CycleState's ``ErrNotFound``).
+ERR_STATE_NOT_FOUND = "not found"
 #: PreFilter for a pod with claims.
 ERR_CLAIMS_NOT_SUPPORTED = (
     "pod has resource claims ({claims}): kubesched does not allocate dynamic resources"
@@ -75,7 +77,10 @@ class DynamicResources(PreFilterPlugin, PostFilterPlugin, EnqueueExtensions):
         try:
             has_claims = state.read(_STATE_KEY, bool)
         except KeyError:
-            return None, Status(Code.ERROR, f"reading {_STATE_KEY!r} from cycleState: not found")
+            # PreFilter did not run: an earlier PreFilter plugin rejected the pod. kube-scheduler's
+            # plugin then fails reading its state, and its error ends the FailedScheduling
+            # message as it is (recorded from v1.34.4: "... PersistentVolumeClaims. not found").
+            return None, Status(Code.ERROR, ERR_STATE_NOT_FOUND)
         message = MSG_STILL_NOT_SCHEDULABLE if has_claims else MSG_NO_CLAIMS_TO_DEALLOCATE
         return None, Status(Code.UNSCHEDULABLE, message)
 
@@ -96,6 +101,7 @@ class DynamicResources(PreFilterPlugin, PostFilterPlugin, EnqueueExtensions):
 
 __all__ = [
     "ERR_CLAIMS_NOT_SUPPORTED",
+    "ERR_STATE_NOT_FOUND",
     "MSG_NO_CLAIMS_TO_DEALLOCATE",
     "MSG_STILL_NOT_SCHEDULABLE",
     "NAME",

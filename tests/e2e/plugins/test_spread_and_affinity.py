@@ -214,7 +214,11 @@ async def test_anti_affinity_keeps_replicas_apart(
     reasons = ["6 node(s) didn't match pod anti-affinity rules"]
     if others:
         reasons.append(f"{others} node(s) didn't match Pod's node affinity/selector")
-    want = f"0/{len(all_nodes)} nodes are available: {', '.join(sorted(reasons))}."
+    # DefaultPreemption is off here; DynamicResources' PostFilter part ends the message.
+    want = (
+        f"0/{len(all_nodes)} nodes are available: {', '.join(sorted(reasons))}. "
+        "no new claims to deallocate"
+    )
     assert cond["message"] == want
     # The FailedScheduling event says the same.
     events = await asyncio.to_thread(

@@ -208,10 +208,11 @@ async def test_disabling_the_plugin_turns_preemption_off() -> None:
     qpi = queue.try_pop()
     assert qpi is not None
     scheduler.schedule_one(qpi)
-    # DynamicResources is the only PostFilter plugin left: its part ends the message, and it
-    # leaves the nomination as it is (None), as RunPostFilterPlugins does without a result.
+    # DynamicResources is the only PostFilter plugin left: its part ends the message, with no
+    # period of its own as kube-scheduler writes it, and it leaves the nomination as it is
+    # (None), as RunPostFilterPlugins does without a result.
     assert cluster.failures["p"] == (
-        "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate.",
+        "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate",
         None,
     )
     assert "low" in cluster.pods

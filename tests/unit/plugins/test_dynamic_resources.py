@@ -58,6 +58,7 @@ def test_a_pod_with_claims_is_rejected_naming_them() -> None:
 
 
 def test_post_filter_without_pre_filter_is_an_error() -> None:
+    # An earlier PreFilter plugin rejected the pod: kube-scheduler's error text, as it is.
     _, status = plugin().post_filter(CycleState(), make_pod("p"), {})
     assert status is not None
-    assert status.code == Code.ERROR
+    assert (status.code, status.message) == (Code.ERROR, "not found")
