@@ -31,7 +31,8 @@ def default_normalize_score(max_priority: int, reverse: bool, scores: IntArray) 
     When every score is 0 (or there are none) the scores stay 0, or all become
     ``max_priority`` if reversed. Scores are expected to be non-negative.
     """
-    max_count = max(int(scores.max()), 0) if len(scores) else 0
+    # scores[argmax] rather than max(): numpy's argmax over integers is a few times faster.
+    max_count = max(int(scores[scores.argmax()]), 0) if len(scores) else 0
     if max_count == 0:
         if reverse:
             scores[:] = max_priority
