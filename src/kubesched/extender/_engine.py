@@ -431,8 +431,9 @@ class Extender:
             self._names.popitem(last=False)
         return resolved
 
-    def filter(self, profile: str, body: bytes) -> Reply:
-        """The filter verb (on the worker thread)."""
+    def _request(self, profile: str, body: bytes) -> tuple[Pod, _Candidates] | Reply:
+        """What filter and prioritize start with: the informers' news applied, then the pod
+        and the candidate nodes of the request, or the error reply."""
         self.cache.flush()
         if (reply := self._not_synced()) is not None:
             return reply
@@ -443,11 +444,19 @@ class Extender:
         if isinstance(c, Reply):
             return c
         assert args.pod is not None
-        result, passed = self._filter(c, args.pod)
+        return args.pod, c
+
+    def filter(self, profile: str, body: bytes) -> Reply:
+        """The filter verb (on the worker thread)."""
+        request = self._request(profile, body)
+        if isinstance(request, Reply):
+            return request
+        pod, c = request
+        result, passed = self._filter(c, pod)
         if log.isEnabledFor(logging.DEBUG):
             log.debug(
                 "filter %s (profile %s): %d nodes, %d pass, %d fail%s",
-                args.pod.key,
+                pod.key,
                 profile,
                 len(c.names),
                 passed,
@@ -533,25 +542,19 @@ class Extender:
 
     def prioritize(self, profile: str, body: bytes) -> Reply:
         """The prioritize verb (on the worker thread)."""
-        self.cache.flush()
-        if (reply := self._not_synced()) is not None:
-            return reply
-        args = self._decode_args(body)
-        if isinstance(args, Reply):
-            return args
-        c = self._candidates(profile, args)
-        if isinstance(c, Reply):
-            return c
-        assert args.pod is not None
+        request = self._request(profile, body)
+        if isinstance(request, Reply):
+            return request
+        pod, c = request
         try:
-            scores = self._prioritize(c, args.pod)
+            scores = self._prioritize(c, pod)
         except FilterError as e:
             return Reply.text(500, _plugin_error(e, "score"))
         if c.known is not None:  # unknown nodes score 0
             every = np.zeros(len(c.names), dtype=np.int64)
             every[c.known] = scores
             scores = every
-        log.debug("prioritize %s (profile %s): %d nodes", args.pod.key, profile, len(c.names))
+        log.debug("prioritize %s (profile %s): %d nodes", pod.key, profile, len(c.names))
         if c.name_list is not None:
             return Reply(200, c.name_list.priorities_json(scores))
         return Reply.json(
