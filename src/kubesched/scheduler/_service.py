@@ -245,12 +245,6 @@ class _StorageHandler(ResourceEventHandler[S], Generic[S]):
         )
 
 
-def _storage_reflector(
-    client: APIClient, kind: type[S], path: str, handler: _StorageHandler[S]
-) -> Reflector[S]:
-    return Reflector(client, path, kind, handler)
-
-
 def _events(frameworks: Mapping[str, Framework]) -> dict[str, list[ClusterEventWithHint]]:
     out: dict[str, list[ClusterEventWithHint]] = {}
     for fwk in frameworks.values():
@@ -320,7 +314,7 @@ class SchedulerService:
         # Namespace labels (namespaceSelector) and workload selectors (default spreading).
         self.context = context_reflectors(client, snapshot)
         self.storage: list[Reflector[Any]] = [
-            _storage_reflector(client, kind, path, _StorageHandler(snapshot, self.queue, resource))
+            Reflector(client, path, kind, _StorageHandler(snapshot, self.queue, resource))
             for kind, path, resource in STORAGE_KINDS
         ]
         self.storage.extend(
