@@ -34,7 +34,6 @@ from kubesched.plugins.image_compatibility._plugin import (
     NODE_FEATURE_KIND,
     NODE_FEATURE_RESOURCE,
     ImageCompatibility,
-    normalize,
     pod_images,
 )
 
@@ -49,6 +48,5 @@ __all__ = [
     "NODE_FEATURE_RESOURCE",
     "ImageCompatibility",
     "ImageCompatibilityArgs",
-    "normalize",
     "pod_images",
 ]

@@ -38,6 +38,7 @@ from kubesched.framework import (
     Status,
     WatchedKind,
 )
+from kubesched.plugins.helper import default_normalize_score
 from kubesched.plugins.image_compatibility._args import (
     FAIL,
     IGNORE,
@@ -128,14 +129,6 @@ def pod_images(pod: Pod) -> list[str]:
             if c.image:
                 seen.setdefault(c.image, None)
     return list(seen)
-
-
-def normalize(scores: IntArray) -> None:
-    """NormalizeScore in place: ``score * 100 // max``; all 0 when the maximum is 0."""
-    top = int(scores.max()) if len(scores) else 0
-    if top > 0:
-        scores *= MAX_NODE_SCORE
-        scores //= top
 
 
 class ImageCompatibility(
@@ -459,7 +452,8 @@ class ImageCompatibility(
     def normalize_score(
         self, state: CycleState, pod: Pod, nodes: Nodes, scores: IntArray
     ) -> Status | None:
-        normalize(scores)
+        # ``score * 100 // max``; all 0 when the maximum is 0.
+        default_normalize_score(MAX_NODE_SCORE, False, scores)
         return None
 
     # -- queueing --------------------------------------------------------------------------------
@@ -503,6 +497,5 @@ __all__ = [
     "NODE_FEATURE_KIND",
     "NODE_FEATURE_RESOURCE",
     "ImageCompatibility",
-    "normalize",
     "pod_images",
 ]

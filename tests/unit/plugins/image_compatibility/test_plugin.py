@@ -21,6 +21,7 @@ from compat_specs import AVX512_OR_NEW_KERNEL, NVIDIA_GPU
 from kubesched.api import Pod
 from kubesched.config import ConfigError, load_config_from_dict
 from kubesched.framework import (
+    MAX_NODE_SCORE,
     ActionType,
     Code,
     CycleState,
@@ -33,12 +34,12 @@ from kubesched.framework import (
     build_frameworks,
 )
 from kubesched.plugins.default_binder import DefaultBinder
+from kubesched.plugins.helper import default_normalize_score
 from kubesched.plugins.image_compatibility import (
     EVENT_REASON,
     NODE_FEATURE_RESOURCE,
     ImageCompatibility,
     ImageCompatibilityArgs,
-    normalize,
     pod_images,
 )
 from kubesched.plugins.image_compatibility._fetch import retry_delay
@@ -540,10 +541,10 @@ async def test_score_sums_the_best_weight_per_image_and_normalizes(make: Make) -
 
 def test_normalize_maps_the_best_to_100_and_leaves_zeros() -> None:
     scores = np.array([0, 25, 50], dtype=np.int64)
-    normalize(scores)
+    default_normalize_score(MAX_NODE_SCORE, False, scores)
     assert scores.tolist() == [0, 50, 100]
     zeros = np.zeros(3, dtype=np.int64)
-    normalize(zeros)
+    default_normalize_score(MAX_NODE_SCORE, False, zeros)
     assert zeros.tolist() == [0, 0, 0]
 
 
