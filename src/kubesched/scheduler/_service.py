@@ -113,6 +113,11 @@ class _Writer:
             name: EventRecorder(client, reporting_controller=name) for name in profiles
         }
         self._tasks: set[asyncio.Task[None]] = set()
+        # Pod UID -> the newest condition not written yet. One writer per pod at a time: the
+        # client writes over many connections, and a slow write that landed after a newer one
+        # would put an old message back (kube-scheduler writes a pod's status in order too).
+        self._latest: dict[str, tuple[Pod, PodCondition, str | None]] = {}
+        self._writing: set[str] = set()
 
     def start(self) -> None:
         for r in self.recorders.values():
@@ -142,15 +147,30 @@ class _Writer:
         condition = PodCondition(
             type="PodScheduled", status="False", reason=reason, message=message
         )
-        task = asyncio.get_running_loop().create_task(self._update(pod, condition, nominated_node))
+        uid = pod.metadata.uid
+        if nominated_node is None and uid in self._latest:
+            nominated_node = self._latest[uid][2]  # None leaves it: keep the unwritten one
+        self._latest[uid] = (pod, condition, nominated_node)
+        if uid in self._writing:
+            return
+        self._writing.add(uid)
+        task = asyncio.get_running_loop().create_task(self._write(uid))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _update(self, pod: Pod, condition: PodCondition, nominated: str | None) -> None:
+    async def _write(self, uid: str) -> None:
+        """Write the pod's newest condition until none is left (updates in between coalesce)."""
         try:
-            await update_pod_condition(self._client, pod, condition, nominated_node_name=nominated)
-        except Exception as e:  # the pod may be gone; the next attempt writes again
-            log.warning("cannot update status of pod %s: %s", pod.key, e)
+            while (update := self._latest.pop(uid, None)) is not None:
+                pod, condition, nominated = update
+                try:
+                    await update_pod_condition(
+                        self._client, pod, condition, nominated_node_name=nominated
+                    )
+                except Exception as e:  # the pod may be gone; the next attempt writes again
+                    log.warning("cannot update status of pod %s: %s", pod.key, e)
+        finally:
+            self._writing.discard(uid)
 
     # -- the framework's PodEvictor (preemption) -------------------------------------------------
 
