@@ -13,7 +13,7 @@ runtime always calls the vectorized form; its default implementation loops over 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_checkable
@@ -372,10 +372,25 @@ class Plugin:
     args_type: ClassVar[type[msgspec.Struct] | None] = None
     #: API kinds beyond Nodes and Pods the plugin reads from the snapshot's object store.
     watched_kinds: ClassVar[tuple[WatchedKind, ...]] = ()
+    #: For Filter and Score plugins: whether the verdict (or the score before NormalizeScore)
+    #: on a node depends on nothing but that node (its row in the table and its NodeInfo), the
+    #: pod's namespace, labels, annotations and spec, the CycleState its own PreFilter or
+    #: PreScore derived from those, and :meth:`node_local_epoch`. The runtime then keeps what
+    #: the plugin said per pod shape across cycles and asks again only about changed nodes
+    #: (see ``kubesched.framework._equivalence``).
+    node_local: ClassVar[bool] = False
+    #: For a :attr:`node_local` plugin: ``False`` when it reads the Node object alone, not the
+    #: pods counted on the node, so a change of those pods cannot change what it says.
+    node_local_reads_pods: ClassVar[bool] = True
 
     def __init__(self, handle: Handle, args: Any = None) -> None:
         self.handle = handle
         self.args = args
+
+    def node_local_epoch(self) -> Hashable:
+        """For a :attr:`node_local` plugin that also reads something cluster-wide: a value that
+        changes whenever that does (ImageLocality: the node count and the images' spread)."""
+        return None
 
     async def aclose(self) -> None:
         """Release what the plugin started: threads, background tasks, objects it created in the

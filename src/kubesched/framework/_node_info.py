@@ -29,6 +29,9 @@ class PodInfo:
     non_zero_cpu: int
     non_zero_memory: int
     host_ports: tuple[HostPort, ...]
+    #: What node-local plugins may read of the pod, encoded when first needed (the key of
+    #: the runtime's per-shape cache).
+    shape: bytes | None = None
 
     @classmethod
     def of(cls, pod: Pod) -> PodInfo:

@@ -21,6 +21,7 @@ import numpy as np
 from kubesched.api import Pod
 from kubesched.config import format_duration
 from kubesched.framework._cycle_state import CycleState
+from kubesched.framework._equivalence import BailError, EquivalenceCache, Filtered, Record
 from kubesched.framework._interface import (
     APIClient,
     BindPlugin,
@@ -154,7 +155,8 @@ class ScheduleResult:
     feasible_nodes: int
     #: Slots of the feasible nodes, aligned with the score arrays below.
     feasible_slots: IntArray
-    #: Plugin name -> weighted, normalized scores; empty when one node was feasible.
+    #: Plugin name -> weighted, normalized scores; empty when one node was feasible (or when
+    #: the caller did not ask for them and they came from the per-shape cache).
     plugin_scores: dict[str, IntArray]
     totals: IntArray
     diagnosis: Diagnosis
@@ -239,6 +241,7 @@ class Framework:
         self._recorder: EventRecorder | None = None
         self._listers: dict[type[Any], Callable[[], Iterable[Any]]] = {}
         self._instances: dict[str, Plugin] = {}
+        self._equivalence = EquivalenceCache(snapshot)
         args = plugin_args or {}
         points: dict[str, list[_Enabled]] = {}
         for point, enabled in plugins.items():
@@ -273,6 +276,7 @@ class Framework:
         self.pre_bind_plugins = self._of(PreBindPlugin, "preBind")
         self.bind_plugins = self._of(BindPlugin, "bind")
         self.post_bind_plugins = self._of(PostBindPlugin, "postBind")
+        self._score_weight_list = [self.score_weights[p.name] for p in self.score_plugins]
 
     def _of(self, kind: type[P], point: str) -> list[P]:
         out = []
@@ -727,16 +731,7 @@ class Framework:
                 s = p.normalize_score(state, pod, nodes, scores)
                 if s is not None and s.code != Code.SUCCESS:
                     raise ScoreError(p.name, s)
-            if _out_of_range(scores):
-                bad = int(scores.max() if scores.max() > MAX_NODE_SCORE else scores.min())
-                raise ScoreError(
-                    p.name,
-                    Status(
-                        Code.ERROR,
-                        f"plugin {p.name!r} returns an invalid score {bad}, it should in the "
-                        f"range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing",
-                    ),
-                )
+            _check_range(p.name, scores)
             # The scores are the runtime's (NormalizeScore rescales them in place): a weight of
             # 1 keeps them as they are.
             weight = self.score_weights[p.name]
@@ -765,6 +760,14 @@ class Framework:
 
     def find_nodes_that_fit(self, state: CycleState, pod: Pod) -> tuple[Nodes, Diagnosis]:
         """PreFilter, then Filter (``findNodesThatFitPod``): feasible nodes, why others fail."""
+        feasible, diagnosis, _ = self._find_nodes_that_fit(state, pod)
+        return feasible, diagnosis
+
+    def _find_nodes_that_fit(
+        self, state: CycleState, pod: Pod
+    ) -> tuple[Nodes, Diagnosis, Filtered | None]:
+        """:meth:`find_nodes_that_fit`, and the pod shape's cache entry when Filter came from
+        there (Score may then too)."""
         all_nodes = self.all_nodes()
         diagnosis = Diagnosis(num_all_nodes=len(all_nodes))
         result, status, narrowed_by = self.run_pre_filter(state, pod, all_nodes)
@@ -779,10 +782,15 @@ class Framework:
                     diagnosis.pending_plugins.add(status.plugin)
                 else:
                     diagnosis.unschedulable_plugins.add(status.plugin)
-            return Nodes(self._snapshot, all_nodes.slots[:0]), diagnosis
+            return Nodes(self._snapshot, all_nodes.slots[:0]), diagnosis, None
         feasible = self._evaluate_nominated_node(state, pod, len(all_nodes))
         if feasible is not None:
-            return feasible, diagnosis
+            return feasible, diagnosis, None
+        if (result is None or result.node_names is None) and self._may_use_cache(len(all_nodes)):
+            entry = self._cached_filter(state, pod, diagnosis)
+            if entry is not None:
+                assert entry.feasible is not None
+                return Nodes(self._snapshot, entry.feasible), diagnosis, entry
         candidates = all_nodes
         if result is not None and result.node_names is not None:
             names = self._snapshot.table.names
@@ -801,8 +809,76 @@ class Framework:
         want = self.num_feasible_nodes_to_find(len(candidates))
         if want < len(candidates):
             candidates = self._sampled(state, pod, candidates, want, diagnosis)
-            return candidates, diagnosis
-        return self.run_filter(state, pod, candidates, diagnosis), diagnosis
+            return candidates, diagnosis, None
+        return self.run_filter(state, pod, candidates, diagnosis), diagnosis, None
+
+    def _may_use_cache(self, num_nodes: int) -> bool:
+        """Whether Filter may come from the per-shape cache: every node is a candidate and
+        judged as it is (no sampling, no pods nominated anywhere to count in)."""
+        if self.num_feasible_nodes_to_find(num_nodes) < num_nodes:
+            return False
+        return self._nominator is None or not self._nominator.nominated_nodes()
+
+    def _cached_filter(self, state: CycleState, pod: Pod, diagnosis: Diagnosis) -> Filtered | None:
+        """Filter from the per-shape cache, when every active Filter plugin is node-local."""
+        skip = state.skip_filter_plugins
+        active = (
+            [p for p in self.filter_plugins if p.name not in skip] if skip else self.filter_plugins
+        )
+        if not all(p.node_local for p in active):
+            return None
+        start = time.perf_counter()
+        try:
+            entry = self._equivalence.filter(state, pod, active, self._plugin_timer(state))
+        except BailError:
+            return None
+        for g in entry.groups:
+            diagnosis.groups.append(g)
+            if g.status.code == Code.PENDING:
+                diagnosis.pending_plugins.add(g.status.plugin)
+            else:
+                diagnosis.unschedulable_plugins.add(g.status.plugin)
+        self._observe("Filter", start, None)
+        return entry
+
+    def _plugin_timer(self, state: CycleState) -> Record | None:
+        """Where the cache times plugin calls, in cycles whose plugin metrics are sampled."""
+        metrics = self._metrics
+        if metrics is None or not state.record_plugin_metrics:
+            return None
+
+        def record(plugin: str, point: str, seconds: float) -> None:
+            metrics.plugin(plugin, point, Code.SUCCESS, seconds)
+
+        return record
+
+    def _cached_score(
+        self, state: CycleState, pod: Pod, entry: Filtered, plugin_scores: bool
+    ) -> tuple[dict[str, IntArray], IntArray] | None:
+        """Score from the per-shape cache, when every active Score plugin is node-local."""
+        skip = state.skip_score_plugins
+        plugins, weights = self.score_plugins, self._score_weight_list
+        if skip:
+            kept = [i for i, p in enumerate(plugins) if p.name not in skip]
+            plugins, weights = [plugins[i] for i in kept], [weights[i] for i in kept]
+        if not all(p.node_local for p in plugins):
+            return None
+        start = time.perf_counter()
+        try:
+            out = self._equivalence.score(
+                state,
+                pod,
+                entry,
+                plugins,
+                weights,
+                _check_range,
+                self._plugin_timer(state),
+                plugin_scores=plugin_scores,
+            )
+        except BailError:
+            return None
+        self._observe("Score", start, None)
+        return out
 
     def _evaluate_nominated_node(self, state: CycleState, pod: Pod, num_all: int) -> Nodes | None:
         """``evaluateNominatedNode``: a pod that preemption nominated to a node tries that node
@@ -841,15 +917,20 @@ class Framework:
             self._next_start = (self._next_start + n) % n
         return feasible
 
-    def schedule_pod(self, state: CycleState, pod: Pod) -> ScheduleResult:
+    def schedule_pod(
+        self, state: CycleState, pod: Pod, *, plugin_scores: bool = True
+    ) -> ScheduleResult:
         """kube-scheduler's ``schedulePod``: where ``pod`` should go.
+
+        ``plugin_scores=False`` leaves out each plugin's scores where they would cost a copy
+        (only their sum decides).
 
         Raises :class:`NoNodesAvailableError` when the cluster has no nodes, :class:`FitError`
         when no node fits, :class:`FilterError`/:class:`ScoreError` on a plugin error.
         """
         if len(self._snapshot) == 0:
             raise NoNodesAvailableError
-        feasible, diagnosis = self.find_nodes_that_fit(state, pod)
+        feasible, diagnosis, entry = self._find_nodes_that_fit(state, pod)
         if not len(feasible):
             raise FitError(pod, diagnosis)
         evaluated = len(feasible) + diagnosis.rejected_count()
@@ -866,7 +947,8 @@ class Framework:
         status = self.run_pre_score(state, pod, feasible)
         if status is not None:
             raise ScoreError(status.plugin, status)
-        per_plugin, totals = self.run_score(state, pod, feasible)
+        scored = None if entry is None else self._cached_score(state, pod, entry, plugin_scores)
+        per_plugin, totals = scored or self.run_score(state, pod, feasible)
         # argmax finds the top score in a fraction of max's time; the ties are all nodes with it.
         best = (totals == totals[totals.argmax()]).nonzero()[0]
         pick = int(best[self._rng.randrange(len(best))]) if len(best) > 1 else int(best[0])
@@ -953,6 +1035,20 @@ class Framework:
     def run_post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None:
         for p in self.post_bind_plugins:
             p.post_bind(state, pod, node_name)
+
+
+def _check_range(plugin: str, scores: IntArray) -> None:
+    """Raise :class:`ScoreError` if a normalized score is outside the range."""
+    if _out_of_range(scores):
+        bad = int(scores.max() if scores.max() > MAX_NODE_SCORE else scores.min())
+        raise ScoreError(
+            plugin,
+            Status(
+                Code.ERROR,
+                f"plugin {plugin!r} returns an invalid score {bad}, it should in the "
+                f"range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing",
+            ),
+        )
 
 
 def _out_of_range(scores: IntArray) -> bool:

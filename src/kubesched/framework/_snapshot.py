@@ -149,7 +149,7 @@ class Snapshot:
         t.taints.set(slot, tuple(node.spec.taints))
         t.set_labels(slot, old.metadata.labels if old else {}, node.metadata.labels)
         self._set_images(slot, old, node)
-        self._sync_pods_row(info)
+        self._sync_pods_row(info, pods_only=False)
         self.generation += 1
         return info
 
@@ -178,6 +178,9 @@ class Snapshot:
             self._free.append(info.slot)
 
     def _set_images(self, slot: int, old: Node | None, new: Node | None) -> None:
+        if old is not None and new is not None and old.status.images == new.status.images:
+            return
+        self.table.images_version += 1
         images = self.table.images
         if old is not None:
             for image in old.status.images:
@@ -247,13 +250,13 @@ class Snapshot:
             else:
                 self._pvc_refs.pop(key, None)
 
-    def _sync_pods_row(self, info: NodeInfo) -> None:
+    def _sync_pods_row(self, info: NodeInfo, *, pods_only: bool = True) -> None:
         t, slot = self.table, info.slot
         t.set_requested(slot, info.requested)
         t.non_zero_requested[slot, 0] = info.non_zero_cpu
         t.non_zero_requested[slot, 1] = info.non_zero_memory
         t.has_host_ports[slot] = bool(info.used_ports)
-        t.touch(slot)
+        t.touch(slot, pods_only=pods_only)
 
     # -- namespaces and workload selectors (fed by the front end) -------------------------------
 

@@ -107,6 +107,8 @@ class NodeTable:
         self.has_host_ports: BoolArray = np.zeros(cap, dtype=np.bool_)
         #: image name -> {slot: size in bytes} for images the node reports as present.
         self.images: dict[str, dict[int, int]] = {}
+        #: Bumped whenever :attr:`images` changes.
+        self.images_version = 0
         #: How many row changes there have been (see :meth:`changed_since`).
         self.version = 0
         #: Bumped when rows move to new arrays or resource columns are added: values a reader
@@ -117,6 +119,8 @@ class NodeTable:
         # The slots of the last row changes: version ``_changes_base + i + 1`` changed
         # ``_changes[i]``.
         self._changes: list[int] = []
+        #: Per change, whether only the pods counted on the node changed (not the Node).
+        self._pods_only: list[bool] = []
         self._changes_base = 0
 
     # -- reading ---------------------------------------------------------------------------
@@ -164,6 +168,21 @@ class NodeTable:
             return None
         return self._changes[version - self._changes_base :]
 
+    def changed_rows_since(self, version: int) -> tuple[list[int], list[int]] | None:
+        """Like :meth:`changed_since`, sorted, without duplicates, in two lists: the rows whose
+        Node changed (or came, or went), and the rows where only the pods counted there did."""
+        if version < self._changes_base:
+            return None
+        start = version - self._changes_base
+        changes = self._changes[start:]
+        if not changes:
+            return [], []
+        pods_only = self._pods_only[start:]
+        if all(pods_only):
+            return [], sorted(set(changes))
+        nodes = {s for s, p in zip(changes, pods_only, strict=True) if not p}
+        return sorted(nodes), sorted(set(changes) - nodes)
+
     # -- writing (by the snapshot) -------------------------------------------------------------
 
     def set_present(self, slot: int, present: bool) -> None:
@@ -171,13 +190,16 @@ class NodeTable:
             self.present[slot] = present
             self._present_slots = None
 
-    def touch(self, slot: int) -> None:
-        """Record that the row of ``slot`` changed (any column, presence included)."""
+    def touch(self, slot: int, *, pods_only: bool = False) -> None:
+        """Record that the row of ``slot`` changed (any column, presence included);
+        ``pods_only`` when the Node is as it was and only the pods counted there changed."""
         self._changes.append(slot)
+        self._pods_only.append(pods_only)
         self.version += 1
         if len(self._changes) > _MAX_CHANGES:
             drop = _MAX_CHANGES // 2
             del self._changes[:drop]
+            del self._pods_only[:drop]
             self._changes_base += drop
 
     def ensure_capacity(self, slots: int) -> None:

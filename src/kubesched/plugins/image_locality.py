@@ -22,7 +22,7 @@ cluster where one node has ``gcr.io/250:latest`` (250 MiB): that node scores
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from typing import Any
 
 import numpy as np
@@ -91,12 +91,19 @@ class ImageLocality(ScorePlugin):
     """Scores nodes by the (spread-weighted) size of the pod's images they already have."""
 
     name = NAME
+    node_local = True
+    node_local_reads_pods = False
 
     def __init__(self, handle: Handle, args: Any = None) -> None:
         super().__init__(handle, args)
         # image name -> (the holders it was built from, their slots, their sizes)
         self._arrays: dict[str, tuple[dict[int, int], IntArray, IntArray]] = {}
         self._acc: IntArray = np.zeros(0, dtype=np.int64)
+
+    def node_local_epoch(self) -> Hashable:
+        # A node's score weighs each image by the share of nodes that have it.
+        snapshot = self.handle.snapshot
+        return (len(snapshot), snapshot.table.images_version)
 
     def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status | None]:
         table = self.handle.snapshot.table

@@ -344,6 +344,8 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, E
     """Required node affinity and nodeSelector as a filter; preferred node affinity as a score."""
 
     name = NAME
+    node_local = True
+    node_local_reads_pods = False
     args_type = NodeAffinityArgs
 
     def __init__(self, handle: Handle, args: Any = None) -> None:

@@ -41,6 +41,8 @@ class NodeName(FilterPlugin, EnqueueExtensions):
     """Filters out every node but the one in ``spec.nodeName`` (when set)."""
 
     name = NAME
+    node_local = True
+    node_local_reads_pods = False
 
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
         if fits(pod, node):

@@ -64,6 +64,7 @@ class NodePorts(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
     """Filters out nodes where a host port the pod asks for is taken."""
 
     name = NAME
+    node_local = True
 
     def pre_filter(
         self, state: CycleState, pod: Pod, nodes: Nodes

@@ -54,6 +54,8 @@ class NodeUnschedulable(FilterPlugin, EnqueueExtensions):
     """Filters out nodes with ``spec.unschedulable`` unless the pod tolerates it."""
 
     name = NAME
+    node_local = True
+    node_local_reads_pods = False
 
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
         if not node_for(node).spec.unschedulable or tolerates_unschedulable(pod):

@@ -105,6 +105,8 @@ class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensio
     """Filter on NoSchedule/NoExecute taints; score by untolerated PreferNoSchedule taints."""
 
     name = NAME
+    node_local = True
+    node_local_reads_pods = False
 
     # -- Filter --------------------------------------------------------------------------------
 

@@ -202,7 +202,7 @@ class Scheduler:
         # The queue derived the pod's requests and ports when it queued this very pod.
         state.pod_info = qpi.pod_info
         try:
-            result = fwk.schedule_pod(state, pod)
+            result = fwk.schedule_pod(state, pod, plugin_scores=self._observer is not None)
         except FitError as fit:
             # No PostFilter: the nomination is cleared. A PostFilter's ``None``: left alone.
             nominated: str | None = ""

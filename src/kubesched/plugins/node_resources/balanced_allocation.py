@@ -68,6 +68,7 @@ class BalancedAllocation(PreScorePlugin, ScorePlugin):
     """Scores nodes by how evenly the configured resources would be used with the pod."""
 
     name = NAME
+    node_local = True
     args_type = NodeResourcesBalancedAllocationArgs
 
     def __init__(self, handle: Handle, args: Any = None) -> None:

@@ -248,6 +248,7 @@ class NodeResourcesFit(
     """Filters out nodes without room for the pod's requests; scores the others by a strategy."""
 
     name = NAME
+    node_local = True
     args_type = NodeResourcesFitArgs
 
     def __init__(self, handle: Handle, args: Any = None) -> None:

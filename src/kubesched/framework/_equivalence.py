@@ -1,0 +1,508 @@
+"""Filter verdicts and scores kept per pod shape, across scheduling cycles.
+
+kube-scheduler runs every Filter and Score plugin on every node for every pod. Most pods come
+from workloads whose pods are alike, and a *node-local* plugin's verdict or score on a node
+depends on nothing but that node and the pod (:attr:`Plugin.node_local`). Between two cycles one
+or two nodes change out of thousands (the node the last pod was assumed on), so for a pod shaped
+like an earlier one the runtime keeps what the plugins said about each node and asks them again
+about the changed nodes only (:meth:`NodeTable.changed_since`). What comes out is what running
+every plugin on every node would give: the same feasible nodes, the same statuses, the same
+scores and totals, the same pick.
+
+kube-scheduler had an "equivalence class cache" once (1.10 to 1.12) and dropped it because
+invalidating it by event kind was hard to get right. Here nothing is invalidated by event: every
+row change is recorded by the table, and an entry is brought up to date from those records.
+
+A *shape* is what a node-local plugin may read of the pod (its namespace, labels, annotations
+and spec), which plugins are active for it (not skipped at PreFilter or PreScore), and the
+epochs those plugins report (:meth:`Plugin.node_local_epoch`: ImageLocality reads how many
+nodes have an image).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Hashable, Sequence
+from typing import TYPE_CHECKING
+
+import msgspec
+import numpy as np
+
+from kubesched.api import Pod
+from kubesched.framework._cycle_state import CycleState
+from kubesched.framework._interface import (
+    FilterPlugin,
+    Nodes,
+    ScorePlugin,
+    has_normalize_score,
+)
+from kubesched.framework._node_info import PodInfo
+from kubesched.framework._snapshot import Snapshot
+from kubesched.framework._status import Code, Status
+from kubesched.framework._table import IdArray, IntArray
+
+if TYPE_CHECKING:
+    from kubesched.framework._runtime import NodeGroup
+
+#: Up to this many changed rows are asked about one node at a time (the per-node forms cost
+#: less than numpy's calls on a few values); beyond it, vectorized.
+_FEW_ROWS = 8
+#: Beyond this many changed rows an entry is built again from scratch.
+_MANY_ROWS = 256
+#: Shapes kept per profile, least recently used dropped first.
+_MAX_ENTRIES = 16
+
+_encode = msgspec.json.Encoder().encode
+
+
+def pod_shape(info: PodInfo) -> bytes:
+    """What a node-local plugin may read of the pod, as bytes; derived once per PodInfo."""
+    shape = info.shape
+    if shape is None:
+        m = info.pod.metadata
+        shape = info.shape = _encode((m.namespace, m.labels, m.annotations, info.pod.spec))
+    return shape
+
+
+class BailError(Exception):
+    """A plugin answered something the cache does not keep (an Error): the cycle takes the
+    ordinary path, which reports it as it always does."""
+
+
+class Filtered:
+    """A shape's Filter verdicts: per slot, 0 (passes) or an index into ``statuses``."""
+
+    __slots__ = (
+        "feasible",
+        "groups",
+        "ids",
+        "index",
+        "layout",
+        "present",
+        "scored",
+        "statuses",
+        "version",
+    )
+
+    def __init__(self, capacity: int, version: int, layout: int) -> None:
+        self.ids: IdArray = np.zeros(capacity, dtype=np.int32)
+        self.statuses: list[Status] = []
+        self.index: dict[Status, int] = {}
+        self.version = version
+        self.layout = layout
+        #: The present slots the derived fields below were made from.
+        self.present: IntArray | None = None
+        self.feasible: IntArray | None = None
+        self.groups: list[NodeGroup] = []
+        #: Scores by the active Score plugins and their epochs.
+        self.scored: dict[Hashable, _Scored] = {}
+
+    def intern(self, status: Status) -> int:
+        i = self.index.get(status)
+        if i is None:
+            self.statuses.append(status)
+            i = self.index[status] = len(self.statuses)
+        return i
+
+    def status(self, i: int) -> Status:
+        return self.statuses[i - 1]
+
+
+class _Scored:
+    """A shape's scores: per Score plugin, raw (before NormalizeScore) and weighted per slot,
+    and their weighted sum; valid on the feasible slots they were made for."""
+
+    __slots__ = ("feasible", "layout", "raw", "total", "version", "weighted")
+
+    def __init__(self, n_plugins: int, capacity: int, version: int, layout: int) -> None:
+        self.raw: list[IntArray] = [np.zeros(capacity, dtype=np.int64) for _ in range(n_plugins)]
+        self.weighted: list[IntArray] = [
+            np.zeros(capacity, dtype=np.int64) for _ in range(n_plugins)
+        ]
+        self.total: IntArray = np.zeros(capacity, dtype=np.int64)
+        self.version = version
+        self.layout = layout
+        self.feasible: IntArray | None = None
+
+
+#: How the runtime checks a score plugin's scores: raises on one out of range.
+RangeCheck = Callable[[str, IntArray], None]
+#: Times a plugin's calls: plugin name, extension point, seconds.
+Record = Callable[[str, str, float], None]
+#: The range of a normalized score (``MinNodeScore``, ``MaxNodeScore``).
+SCORE_RANGE = (0, 100)
+
+
+class EquivalenceCache:
+    """Per pod shape, what the node-local Filter and Score plugins said about each node."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self._snapshot = snapshot
+        self._entries: dict[Hashable, Filtered] = {}
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    # -- Filter ---------------------------------------------------------------------------------
+
+    def filter(
+        self,
+        state: CycleState,
+        pod: Pod,
+        plugins: Sequence[FilterPlugin],
+        record: Record | None,
+    ) -> Filtered:
+        """The shape's verdicts, up to date; ``plugins`` are the active Filter plugins (all
+        node-local), ``record`` times the plugin calls when the cycle's metrics are sampled.
+        Raises :class:`BailError` when a plugin errs."""
+        table = self._snapshot.table
+        key = (pod_shape(state.pod_info_of(pod)), *_plugins_key(plugins))
+        entry = self._entries.pop(key, None)
+        rows = self._changed(entry, table.version, table.layout)
+        if entry is None or rows is None:
+            entry = self._build(state, pod, plugins, record)
+        elif rows[0] or rows[1]:
+            self._refilter(state, pod, entry, plugins, rows, record)
+            entry.version = table.version
+        self._entries[key] = entry
+        if len(self._entries) > _MAX_ENTRIES:
+            del self._entries[next(iter(self._entries))]
+        present_slots = table.present_slots()
+        if entry.present is not present_slots:
+            self._derive(entry, present_slots)
+        return entry
+
+    def _changed(
+        self, entry: Filtered | _Scored | None, version: int, layout: int
+    ) -> tuple[list[int], list[int]] | None:
+        """The rows changed since ``entry`` was made (``changed_rows_since``); ``None`` to
+        build it again."""
+        if entry is None or entry.layout != layout:
+            return None
+        if entry.version == version:
+            return [], []
+        rows = self._snapshot.table.changed_rows_since(entry.version)
+        if rows is None or len(rows[0]) + len(rows[1]) > _MANY_ROWS:
+            return None
+        return rows
+
+    def _refilter(
+        self,
+        state: CycleState,
+        pod: Pod,
+        entry: Filtered,
+        plugins: Sequence[FilterPlugin],
+        rows: tuple[list[int], list[int]],
+        record: Record | None,
+    ) -> None:
+        """Verdicts again on the changed rows. Where only pods changed, a node that passed is
+        asked again by the plugins that read pods; one that failed, by every plugin if the one
+        that failed it reads pods (others may come after it), else not at all."""
+        node_rows, pod_rows = rows
+        present, ids = self._snapshot.table.present, entry.ids
+        pod_plugins = [p for p in plugins if p.node_local_reads_pods]
+        reads_pods = {p.name for p in pod_plugins}
+        every: list[int] = []
+        some: list[int] = []
+        for r in node_rows:
+            (every if present[r] else some).append(r)
+        for r in pod_rows:
+            if not present[r] or not ids[r]:
+                some.append(r)
+            elif entry.status(int(ids[r])).plugin in reads_pods:
+                every.append(r)
+        dirty = False
+        for group, group_plugins in ((every, plugins), (some, pod_plugins)):
+            if not group:
+                continue
+            new = self._evaluate(state, pod, group, group_plugins, entry, record)
+            for r, sid in zip(group, new, strict=True):
+                if ids[r] != sid:
+                    ids[r] = sid
+                    dirty = True
+        if dirty:
+            entry.present = None
+
+    def _evaluate(
+        self,
+        state: CycleState,
+        pod: Pod,
+        rows: list[int],
+        plugins: Sequence[FilterPlugin],
+        entry: Filtered,
+        record: Record | None,
+    ) -> list[int]:
+        """The verdict (status id) of ``plugins`` in order on each of ``rows``: the first
+        plugin to reject a node decides. A few rows through the per-node forms."""
+        table = self._snapshot.table
+        out = [0] * len(rows)
+        present = table.present
+        live = [i for i, r in enumerate(rows) if present[r]]
+        if not live or not plugins:
+            return out
+        if len(live) > _FEW_ROWS:
+            slots = np.array([rows[i] for i in live], dtype=np.int64)
+            ids = self._filter_vectorized(state, pod, slots, plugins, entry, record)
+            for i, sid in zip(live, ids.take(slots).tolist(), strict=True):
+                out[i] = sid
+            return out
+        at = self._snapshot.at
+        for p in plugins:
+            t0 = time.perf_counter()
+            per_node = type(p).filter is not FilterPlugin.filter
+            still = []
+            for i in live:
+                if per_node:
+                    s = p.filter(state, pod, at(rows[i]))
+                else:
+                    one = Nodes(self._snapshot, np.array([rows[i]], dtype=np.int64))
+                    verdict = p.filter_nodes(state, pod, one)
+                    s = verdict.statuses[int(verdict.ids[0])]
+                if s is None or s.code == Code.SUCCESS:
+                    still.append(i)
+                    continue
+                if not s.is_rejected():
+                    raise BailError
+                out[i] = entry.intern(s.with_plugin(p.name))
+            if record is not None:
+                record(p.name, "Filter", time.perf_counter() - t0)
+            live = still
+            if not live:
+                break
+        return out
+
+    def _build(
+        self,
+        state: CycleState,
+        pod: Pod,
+        plugins: Sequence[FilterPlugin],
+        record: Record | None,
+    ) -> Filtered:
+        table = self._snapshot.table
+        entry = Filtered(table.capacity, table.version, table.layout)
+        entry.ids = self._filter_vectorized(
+            state, pod, table.present_slots(), plugins, entry, record
+        )
+        return entry
+
+    def _filter_vectorized(
+        self,
+        state: CycleState,
+        pod: Pod,
+        slots: IntArray,
+        plugins: Sequence[FilterPlugin],
+        entry: Filtered,
+        record: Record | None,
+    ) -> IdArray:
+        """Status ids per slot (all slots; 0 outside ``slots``) of ``plugins`` in order on
+        ``slots``, as ``Framework.run_filter`` runs them."""
+        ids: IdArray = np.zeros(self._snapshot.table.capacity, dtype=np.int32)
+        remaining = slots
+        for p in plugins:
+            if not len(remaining):
+                break
+            t0 = time.perf_counter()
+            verdict = p.filter_nodes(state, pod, Nodes(self._snapshot, remaining))
+            if record is not None:
+                record(p.name, "Filter", time.perf_counter() - t0)
+            if len(verdict.statuses) == 1:
+                continue
+            failing = verdict.ids != 0
+            if not failing.any():
+                continue
+            lut = np.zeros(len(verdict.statuses), dtype=np.int32)
+            for vid, s in enumerate(verdict.statuses):
+                if vid == 0 or s is None:
+                    continue
+                if s.code == Code.ERROR:
+                    raise BailError
+                lut[vid] = entry.intern(s.with_plugin(p.name))
+            ids[remaining[failing]] = lut[verdict.ids[failing]]
+            remaining = remaining[~failing]
+        return ids
+
+    def _derive(self, entry: Filtered, present: IntArray) -> None:
+        """Feasible slots and the failure groups, from the verdicts."""
+        from kubesched.framework._runtime import NodeGroup  # noqa: PLC0415
+
+        table = self._snapshot.table
+        ids = entry.ids[: len(present)] if table.is_leading(present) else entry.ids.take(present)
+        failing = ids != 0
+        if not failing.any():
+            entry.feasible = present
+            entry.groups = []
+        else:
+            entry.feasible = present[~failing]
+            failed_ids, failed_slots = ids[failing], present[failing]
+            entry.groups = [
+                NodeGroup(failed_slots[failed_ids == sid], entry.status(sid))
+                for sid in np.unique(failed_ids).tolist()
+            ]
+        entry.present = present
+
+    # -- Score ----------------------------------------------------------------------------------
+
+    def score(
+        self,
+        state: CycleState,
+        pod: Pod,
+        entry: Filtered,
+        plugins: Sequence[ScorePlugin],
+        weights: Sequence[int],
+        check: RangeCheck,
+        record: Record | None,
+        *,
+        plugin_scores: bool = True,
+    ) -> tuple[dict[str, IntArray], IntArray]:
+        """Weighted scores per plugin (unless not ``plugin_scores``) and their sum over the
+        entry's feasible nodes, as ``Framework.run_score`` gives them; ``plugins`` are the
+        active Score plugins (all node-local) after PreScore ran on those nodes."""
+        table = self._snapshot.table
+        feasible = entry.feasible
+        assert feasible is not None
+        key = _plugins_key(plugins)
+        scored = entry.scored.get(key)
+        rows = self._changed(scored, table.version, table.layout)
+        if scored is None or rows is None:
+            scored = self._score_all(state, pod, plugins, weights, feasible, check, record)
+            entry.scored[key] = scored
+        else:
+            renormalize = scored.feasible is not feasible
+            if rows[0] or rows[1]:
+                renormalize |= self._rescore(
+                    state, pod, entry, scored, rows, plugins, weights, check, record
+                )
+            if renormalize:
+                self._normalize(state, pod, scored, plugins, weights, feasible, check)
+            scored.version = table.version
+        leading = table.is_leading(feasible)
+        n = len(feasible)
+        per_plugin = (
+            {
+                p.name: (w[:n].copy() if leading else w.take(feasible))
+                for p, w in zip(plugins, scored.weighted, strict=True)
+            }
+            if plugin_scores
+            else {}
+        )
+        totals = scored.total[:n].copy() if leading else scored.total.take(feasible)
+        return per_plugin, totals
+
+    def _score_all(
+        self,
+        state: CycleState,
+        pod: Pod,
+        plugins: Sequence[ScorePlugin],
+        weights: Sequence[int],
+        feasible: IntArray,
+        check: RangeCheck,
+        record: Record | None,
+    ) -> _Scored:
+        table = self._snapshot.table
+        scored = _Scored(len(plugins), table.capacity, table.version, table.layout)
+        nodes = Nodes(self._snapshot, feasible)
+        for i, p in enumerate(plugins):
+            t0 = time.perf_counter()
+            scores, s = p.score_nodes(state, pod, nodes)
+            if record is not None:
+                record(p.name, "Score", time.perf_counter() - t0)
+            if s is not None and s.code != Code.SUCCESS:
+                raise BailError
+            scored.raw[i][feasible] = scores
+        self._normalize(state, pod, scored, plugins, weights, feasible, check)
+        return scored
+
+    def _rescore(
+        self,
+        state: CycleState,
+        pod: Pod,
+        entry: Filtered,
+        scored: _Scored,
+        rows: tuple[list[int], list[int]],
+        plugins: Sequence[ScorePlugin],
+        weights: Sequence[int],
+        check: RangeCheck,
+        record: Record | None,
+    ) -> bool:
+        """Score the changed rows that are feasible now (where only pods changed, by the
+        plugins that read pods); whether a plugin that normalizes saw a score change (its
+        normalized scores may all move).
+
+        Rows that are not feasible are never read; a row becomes feasible only by changing, so
+        it is among ``rows`` then."""
+        ids, present = entry.ids, self._snapshot.table.present
+        node_rows = [r for r in rows[0] if present[r] and not ids[r]]
+        pod_rows = [r for r in rows[1] if present[r] and not ids[r]]
+        if not node_rows and not pod_rows:
+            return False
+        renormalize = False
+        at = self._snapshot.at
+        for i, p in enumerate(plugins):
+            live = node_rows + pod_rows if p.node_local_reads_pods else node_rows
+            if not live:
+                continue
+            t0 = time.perf_counter()
+            if len(live) <= _FEW_ROWS and type(p).score is not ScorePlugin.score:
+                values = []
+                for r in live:
+                    v, s = p.score(state, pod, at(r))
+                    if s is not None and s.code != Code.SUCCESS:
+                        raise BailError
+                    values.append(v)
+            else:
+                arr, s = p.score_nodes(
+                    state, pod, Nodes(self._snapshot, np.array(live, dtype=np.int64))
+                )
+                if s is not None and s.code != Code.SUCCESS:
+                    raise BailError
+                values = arr.tolist()
+            if record is not None:
+                record(p.name, "Score", time.perf_counter() - t0)
+            raw = scored.raw[i]
+            if has_normalize_score(p):
+                for r, v in zip(live, values, strict=True):
+                    if raw.item(r) != v:
+                        raw[r] = v
+                        renormalize = True
+                continue
+            weighted, total, weight = scored.weighted[i], scored.total, weights[i]
+            lo, hi = SCORE_RANGE
+            for r, v in zip(live, values, strict=True):
+                if not lo <= v <= hi:
+                    check(p.name, np.array([v], dtype=np.int64))
+                raw[r] = v
+                w = v * weight
+                total[r] = total.item(r) + w - weighted.item(r)
+                weighted[r] = w
+        return renormalize
+
+    def _normalize(
+        self,
+        state: CycleState,
+        pod: Pod,
+        scored: _Scored,
+        plugins: Sequence[ScorePlugin],
+        weights: Sequence[int],
+        feasible: IntArray,
+        check: RangeCheck,
+    ) -> None:
+        """Weighted scores on ``feasible`` from the raw ones, and their sum."""
+        nodes = Nodes(self._snapshot, feasible)
+        total = scored.total
+        total[:] = 0
+        for i, p in enumerate(plugins):
+            scores = scored.raw[i].take(feasible)
+            if has_normalize_score(p):
+                s = p.normalize_score(state, pod, nodes, scores)
+                if s is not None and s.code != Code.SUCCESS:
+                    raise BailError
+            check(p.name, scores)
+            if weights[i] != 1:
+                scores *= weights[i]
+            scored.weighted[i][feasible] = scores
+            total[feasible] += scores
+        scored.feasible = feasible
+
+
+def _plugins_key(plugins: Sequence[FilterPlugin] | Sequence[ScorePlugin]) -> tuple[Hashable, ...]:
+    return tuple((p.name, p.node_local_epoch()) for p in plugins)
