@@ -1,0 +1,242 @@
+"""The per-shape cache of Filter verdicts and scores decides exactly as running every plugin on
+every node does: same feasible nodes, statuses, scores, totals and picks, as nodes and pods
+change between cycles."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import numpy as np
+import pytest
+
+from builders import make_node, make_pod
+from kubesched.api import Node, Pod
+from kubesched.config import default_config
+from kubesched.framework import (
+    CycleState,
+    FitError,
+    Framework,
+    PodInfo,
+    ScheduleResult,
+    Snapshot,
+    build_frameworks,
+)
+from kubesched.plugins import in_tree_registry
+
+ZONES = ("z1", "z2", "z3")
+IMAGE = "registry.example/app:1"
+
+
+def _node(i: int, rnd: random.Random) -> Node:
+    labels = {"kubernetes.io/hostname": f"n{i}", "topology.kubernetes.io/zone": ZONES[i % 3]}
+    if rnd.random() < 0.3:
+        labels["disk"] = rnd.choice(["ssd", "hdd"])
+    taints: list[dict[str, str]] = []
+    if rnd.random() < 0.15:
+        taints.append({"key": "dedicated", "value": "batch", "effect": "NoSchedule"})
+    if rnd.random() < 0.2:
+        taints.append({"key": "spot", "value": "true", "effect": "PreferNoSchedule"})
+    images = [([IMAGE], 300 * 1024 * 1024)] if rnd.random() < 0.4 else []
+    return make_node(
+        f"n{i}",
+        cpu=rnd.choice(["2", "4", "8"]),
+        memory=rnd.choice(["4Gi", "16Gi", "32Gi"]),
+        pods=rnd.choice(["10", "110"]),
+        labels=labels,
+        taints=taints,
+        unschedulable=rnd.random() < 0.05,
+        images=images,
+    )
+
+
+def _pod(name: str, shape: int) -> Pod:
+    """Pods of a few shapes; several of a shape share the cache's entries."""
+    if shape == 0:
+        return make_pod(name, cpu="100m", memory="200Mi")
+    if shape == 1:
+        return make_pod(name, cpu="1500m", memory="2Gi", image=IMAGE)
+    if shape == 2:
+        return make_pod(
+            name,
+            cpu="200m",
+            spec={
+                "tolerations": [{"key": "dedicated", "operator": "Exists"}],
+                "nodeSelector": {"topology.kubernetes.io/zone": "z2"},
+            },
+        )
+    if shape == 3:
+        return make_pod(
+            name,
+            cpu="100m",
+            spec={
+                "containers": [
+                    {
+                        "name": "c",
+                        "image": "pause",
+                        "ports": [{"containerPort": 80, "hostPort": 8080}],
+                    }
+                ]
+            },
+        )
+    if shape == 4:
+        return make_pod(
+            name,
+            memory="1Gi",
+            spec={
+                "affinity": {
+                    "nodeAffinity": {
+                        "preferredDuringSchedulingIgnoredDuringExecution": [
+                            {
+                                "weight": 50,
+                                "preference": {
+                                    "matchExpressions": [
+                                        {"key": "disk", "operator": "In", "values": ["ssd"]}
+                                    ]
+                                },
+                            }
+                        ]
+                    }
+                }
+            },
+        )
+    if shape == 5:
+        # Best effort: BalancedAllocation skips it.
+        return make_pod(name)
+    if shape == 6:
+        # Required anti-affinity: InterPodAffinity is not node-local, the cache stands aside.
+        return make_pod(
+            name,
+            cpu="100m",
+            labels={"app": "db"},
+            spec={
+                "affinity": {
+                    "podAntiAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": [
+                            {
+                                "labelSelector": {"matchLabels": {"app": "db"}},
+                                "topologyKey": "kubernetes.io/hostname",
+                            }
+                        ]
+                    }
+                }
+            },
+        )
+    # Fits nowhere.
+    return make_pod(name, cpu="64")
+
+
+class _Side:
+    """One snapshot and the default profile over it."""
+
+    def __init__(self, cached: bool) -> None:
+        self.snapshot = Snapshot()
+        frameworks = build_frameworks(
+            default_config(), in_tree_registry(), self.snapshot, rng=random.Random(7)
+        )
+        self.fw: Framework = next(iter(frameworks.values()))
+        if not cached:
+            self.fw._may_use_cache = lambda num_nodes: False  # type: ignore[method-assign]
+
+    def schedule(self, pod: Pod) -> ScheduleResult | str:
+        state = CycleState()
+        state.pod_info = PodInfo.of(pod)
+        try:
+            return self.fw.schedule_pod(state, pod)
+        except FitError as e:
+            return str(e) + repr(sorted(e.diagnosis.node_statuses(self.snapshot).items()))
+
+
+def _same(a: ScheduleResult | str, b: ScheduleResult | str) -> None:
+    if isinstance(a, str) or isinstance(b, str):
+        assert a == b
+        return
+    assert a.suggested_host == b.suggested_host
+    assert a.feasible_slots.tolist() == b.feasible_slots.tolist()
+    assert a.totals.tolist() == b.totals.tolist()
+    assert a.plugin_scores.keys() == b.plugin_scores.keys()
+    for name, scores in a.plugin_scores.items():
+        assert scores.tolist() == b.plugin_scores[name].tolist(), name
+    assert a.evaluated_nodes == b.evaluated_nodes
+    statuses = {(int(s), repr(g.status)) for g in a.diagnosis.groups for s in g.slots.tolist()}
+    assert statuses == {
+        (int(s), repr(g.status)) for g in b.diagnosis.groups for s in g.slots.tolist()
+    }
+    assert a.diagnosis.unschedulable_plugins == b.diagnosis.unschedulable_plugins
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_cached_decisions_equal_uncached_ones(seed: int) -> None:
+    rnd = random.Random(seed)
+    sides = (_Side(cached=True), _Side(cached=False))
+    nodes = {f"n{i}": _node(i, rnd) for i in range(40)}
+    for side in sides:
+        for n in nodes.values():
+            side.snapshot.set_node(n)
+    placed: list[tuple[PodInfo, str]] = []
+    next_node = len(nodes)
+    scheduled = failed = 0
+
+    def both(fn: Any) -> None:
+        for side in sides:
+            fn(side)
+
+    for step in range(500):
+        roll = rnd.random()
+        if roll < 0.06:
+            # A node's taints, labels or cordon change (a Node update).
+            name = rnd.choice(sorted(nodes))
+            nodes[name] = _node(int(name[1:]) + 1000 * step, rnd)
+            nodes[name].metadata.name = name
+            both(lambda s, n=nodes[name]: s.snapshot.set_node(n))
+        elif roll < 0.08 and len(nodes) > 10:
+            name = rnd.choice(sorted(nodes))
+            del nodes[name]
+            both(lambda s, n=name: s.snapshot.remove_node(n))
+        elif roll < 0.10:
+            name = f"n{next_node}"
+            next_node += 1
+            nodes[name] = _node(next_node, rnd)
+            nodes[name].metadata.name = name
+            both(lambda s, n=nodes[name]: s.snapshot.set_node(n))
+        elif roll < 0.16 and placed:
+            info, _ = placed.pop(rnd.randrange(len(placed)))
+            both(lambda s, i=info: s.snapshot.remove_pod(i.uid))
+        else:
+            pod = _pod(f"p{step}", rnd.randrange(8))
+            a, b = (side.schedule(pod) for side in sides)
+            _same(a, b)
+            if isinstance(a, ScheduleResult):
+                info = PodInfo.of(pod)
+                both(lambda s, i=info, h=a.suggested_host: s.snapshot.add_pod(i, h))
+                placed.append((info, a.suggested_host))
+                scheduled += 1
+            else:
+                failed += 1
+    # The run exercised both outcomes.
+    assert scheduled > 100
+    assert failed > 10
+
+
+def test_repeated_shape_is_served_from_the_cache() -> None:
+    side = _Side(cached=True)
+    for i in range(20):
+        side.snapshot.set_node(make_node(f"n{i}"))
+    calls = 0
+    fit = side.fw.plugin("NodeResourcesFit")
+    assert fit is not None
+    original = fit.filter_nodes  # type: ignore[attr-defined]
+
+    def counting(*args: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        return original(*args)
+
+    fit.filter_nodes = counting  # type: ignore[attr-defined]
+    for i in range(5):
+        r = side.schedule(make_pod(f"p{i}", cpu="100m"))
+        assert isinstance(r, ScheduleResult)
+        side.snapshot.add_pod(PodInfo.of(make_pod(f"p{i}", cpu="100m")), r.suggested_host)
+    # Vectorized over every node once; after that only the changed node, one at a time.
+    assert calls == 1
+    assert np.all(r.totals >= 0)
