@@ -133,36 +133,95 @@ Record = Callable[[str, str, float], None]
 SCORE_RANGE = (0, 100)
 
 
+class _FilterPlan:
+    """The Filter plugins active when the plugins in a skip set are skipped, and what the cache
+    needs to know of them; made once per distinct skip set."""
+
+    __slots__ = ("epochs", "local", "plugins", "pod_plugins", "reads_pods")
+
+    def __init__(self, plugins: list[FilterPlugin]) -> None:
+        self.plugins = plugins
+        self.local = all(p.node_local for p in plugins)
+        self.pod_plugins = [p for p in plugins if p.node_local_reads_pods]
+        self.reads_pods = frozenset(p.name for p in self.pod_plugins)
+        self.epochs = [p for p in plugins if _has_epoch(p)]
+
+
+class _ScorePlan:
+    """The active Score plugins for a skip set, their weights, and how each is called."""
+
+    __slots__ = ("epochs", "local", "normalizes", "per_node", "plugins", "reads_pods", "weights")
+
+    def __init__(self, plugins: list[ScorePlugin], weights: list[int]) -> None:
+        self.plugins = plugins
+        self.weights = weights
+        self.local = all(p.node_local for p in plugins)
+        self.normalizes = [has_normalize_score(p) for p in plugins]
+        self.per_node = [type(p).score is not ScorePlugin.score for p in plugins]
+        self.reads_pods = [p.node_local_reads_pods for p in plugins]
+        self.epochs = [p for p in plugins if _has_epoch(p)]
+
+
+def _has_epoch(p: FilterPlugin | ScorePlugin) -> bool:
+    return type(p).node_local_epoch is not FilterPlugin.node_local_epoch
+
+
 class EquivalenceCache:
     """Per pod shape, what the node-local Filter and Score plugins said about each node."""
 
-    def __init__(self, snapshot: Snapshot) -> None:
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        filter_plugins: Sequence[FilterPlugin],
+        score_plugins: Sequence[ScorePlugin],
+        score_weights: Sequence[int],
+    ) -> None:
         self._snapshot = snapshot
+        self._filter_plugins = list(filter_plugins)
+        self._score_plugins = list(score_plugins)
+        self._score_weights = list(score_weights)
+        self._filter_plans: dict[frozenset[str], _FilterPlan] = {}
+        self._score_plans: dict[frozenset[str], _ScorePlan] = {}
         self._entries: dict[Hashable, Filtered] = {}
 
-    def clear(self) -> None:
-        self._entries.clear()
+    def _filter_plan(self, skip: set[str]) -> _FilterPlan:
+        key = frozenset(skip)
+        plan = self._filter_plans.get(key)
+        if plan is None:
+            plan = _FilterPlan([p for p in self._filter_plugins if p.name not in key])
+            self._filter_plans[key] = plan
+        return plan
+
+    def _score_plan(self, skip: set[str]) -> _ScorePlan:
+        key = frozenset(skip)
+        plan = self._score_plans.get(key)
+        if plan is None:
+            kept = [i for i, p in enumerate(self._score_plugins) if p.name not in key]
+            plan = _ScorePlan(
+                [self._score_plugins[i] for i in kept], [self._score_weights[i] for i in kept]
+            )
+            self._score_plans[key] = plan
+        return plan
 
     # -- Filter ---------------------------------------------------------------------------------
 
-    def filter(
-        self,
-        state: CycleState,
-        pod: Pod,
-        plugins: Sequence[FilterPlugin],
-        record: Record | None,
-    ) -> Filtered:
-        """The shape's verdicts, up to date; ``plugins`` are the active Filter plugins (all
-        node-local), ``record`` times the plugin calls when the cycle's metrics are sampled.
-        Raises :class:`BailError` when a plugin errs."""
+    def filter(self, state: CycleState, pod: Pod, record: Record | None) -> Filtered | None:
+        """The shape's verdicts, up to date, or ``None`` when a Filter plugin active for the
+        pod is not node-local. ``record`` times the plugin calls when the cycle's metrics are
+        sampled. Raises :class:`BailError` when a plugin errs."""
+        plan = self._filter_plan(state.skip_filter_plugins)
+        if not plan.local:
+            return None
+        plugins = plan.plugins
         table = self._snapshot.table
-        key = (pod_shape(state.pod_info_of(pod)), *_plugins_key(plugins))
+        shape = pod_shape(state.pod_info_of(pod))
+        key: Hashable = (shape, plan, *[p.node_local_epoch() for p in plan.epochs])
         entry = self._entries.pop(key, None)
         rows = self._changed(entry, table.version, table.layout)
         if entry is None or rows is None:
             entry = self._build(state, pod, plugins, record)
         elif rows[0] or rows[1]:
-            self._refilter(state, pod, entry, plugins, rows, record)
+            self._refilter(state, pod, entry, plan, rows, record)
             entry.version = table.version
         self._entries[key] = entry
         if len(self._entries) > _MAX_ENTRIES:
@@ -191,7 +250,7 @@ class EquivalenceCache:
         state: CycleState,
         pod: Pod,
         entry: Filtered,
-        plugins: Sequence[FilterPlugin],
+        plan: _FilterPlan,
         rows: tuple[list[int], list[int]],
         record: Record | None,
     ) -> None:
@@ -200,8 +259,7 @@ class EquivalenceCache:
         that failed it reads pods (others may come after it), else not at all."""
         node_rows, pod_rows = rows
         present, ids = self._snapshot.table.present, entry.ids
-        pod_plugins = [p for p in plugins if p.node_local_reads_pods]
-        reads_pods = {p.name for p in pod_plugins}
+        reads_pods = plan.reads_pods
         every: list[int] = []
         some: list[int] = []
         for r in node_rows:
@@ -212,7 +270,7 @@ class EquivalenceCache:
             elif entry.status(int(ids[r])).plugin in reads_pods:
                 every.append(r)
         dirty = False
-        for group, group_plugins in ((every, plugins), (some, pod_plugins)):
+        for group, group_plugins in ((every, plan.plugins), (some, plan.pod_plugins)):
             if not group:
                 continue
             new = self._evaluate(state, pod, group, group_plugins, entry, record)
@@ -347,40 +405,40 @@ class EquivalenceCache:
         state: CycleState,
         pod: Pod,
         entry: Filtered,
-        plugins: Sequence[ScorePlugin],
-        weights: Sequence[int],
         check: RangeCheck,
         record: Record | None,
         *,
         plugin_scores: bool = True,
-    ) -> tuple[dict[str, IntArray], IntArray]:
+    ) -> tuple[dict[str, IntArray], IntArray] | None:
         """Weighted scores per plugin (unless not ``plugin_scores``) and their sum over the
-        entry's feasible nodes, as ``Framework.run_score`` gives them; ``plugins`` are the
-        active Score plugins (all node-local) after PreScore ran on those nodes."""
+        entry's feasible nodes, as ``Framework.run_score`` gives them, after PreScore ran on
+        those nodes; ``None`` when a Score plugin active for the pod is not node-local."""
+        plan = self._score_plan(state.skip_score_plugins)
+        if not plan.local:
+            return None
         table = self._snapshot.table
         feasible = entry.feasible
         assert feasible is not None
-        key = _plugins_key(plugins)
-        scored = entry.scored.get(key)
+        key: Hashable = (plan, *[p.node_local_epoch() for p in plan.epochs])
+        # Taken out while it is brought up to date: an error halfway leaves none behind.
+        scored = entry.scored.pop(key, None)
         rows = self._changed(scored, table.version, table.layout)
         if scored is None or rows is None:
-            scored = self._score_all(state, pod, plugins, weights, feasible, check, record)
-            entry.scored[key] = scored
+            scored = self._score_all(state, pod, plan, feasible, check, record)
         else:
             renormalize = scored.feasible is not feasible
             if rows[0] or rows[1]:
-                renormalize |= self._rescore(
-                    state, pod, entry, scored, rows, plugins, weights, check, record
-                )
+                renormalize |= self._rescore(state, pod, entry, scored, rows, plan, check, record)
             if renormalize:
-                self._normalize(state, pod, scored, plugins, weights, feasible, check)
+                self._normalize(state, pod, scored, plan, feasible, check)
             scored.version = table.version
+        entry.scored[key] = scored
         leading = table.is_leading(feasible)
         n = len(feasible)
         per_plugin = (
             {
                 p.name: (w[:n].copy() if leading else w.take(feasible))
-                for p, w in zip(plugins, scored.weighted, strict=True)
+                for p, w in zip(plan.plugins, scored.weighted, strict=True)
             }
             if plugin_scores
             else {}
@@ -392,16 +450,15 @@ class EquivalenceCache:
         self,
         state: CycleState,
         pod: Pod,
-        plugins: Sequence[ScorePlugin],
-        weights: Sequence[int],
+        plan: _ScorePlan,
         feasible: IntArray,
         check: RangeCheck,
         record: Record | None,
     ) -> _Scored:
         table = self._snapshot.table
-        scored = _Scored(len(plugins), table.capacity, table.version, table.layout)
+        scored = _Scored(len(plan.plugins), table.capacity, table.version, table.layout)
         nodes = Nodes(self._snapshot, feasible)
-        for i, p in enumerate(plugins):
+        for i, p in enumerate(plan.plugins):
             t0 = time.perf_counter()
             scores, s = p.score_nodes(state, pod, nodes)
             if record is not None:
@@ -409,7 +466,7 @@ class EquivalenceCache:
             if s is not None and s.code != Code.SUCCESS:
                 raise BailError
             scored.raw[i][feasible] = scores
-        self._normalize(state, pod, scored, plugins, weights, feasible, check)
+        self._normalize(state, pod, scored, plan, feasible, check)
         return scored
 
     def _rescore(
@@ -419,8 +476,7 @@ class EquivalenceCache:
         entry: Filtered,
         scored: _Scored,
         rows: tuple[list[int], list[int]],
-        plugins: Sequence[ScorePlugin],
-        weights: Sequence[int],
+        plan: _ScorePlan,
         check: RangeCheck,
         record: Record | None,
     ) -> bool:
@@ -435,14 +491,17 @@ class EquivalenceCache:
         pod_rows = [r for r in rows[1] if present[r] and not ids[r]]
         if not node_rows and not pod_rows:
             return False
+        both = node_rows + pod_rows
         renormalize = False
         at = self._snapshot.at
-        for i, p in enumerate(plugins):
-            live = node_rows + pod_rows if p.node_local_reads_pods else node_rows
+        lo, hi = SCORE_RANGE
+        total = scored.total
+        for i, p in enumerate(plan.plugins):
+            live = both if plan.reads_pods[i] else node_rows
             if not live:
                 continue
             t0 = time.perf_counter()
-            if len(live) <= _FEW_ROWS and type(p).score is not ScorePlugin.score:
+            if plan.per_node[i] and len(live) <= _FEW_ROWS:
                 values = []
                 for r in live:
                     v, s = p.score(state, pod, at(r))
@@ -459,14 +518,13 @@ class EquivalenceCache:
             if record is not None:
                 record(p.name, "Score", time.perf_counter() - t0)
             raw = scored.raw[i]
-            if has_normalize_score(p):
+            if plan.normalizes[i]:
                 for r, v in zip(live, values, strict=True):
                     if raw.item(r) != v:
                         raw[r] = v
                         renormalize = True
                 continue
-            weighted, total, weight = scored.weighted[i], scored.total, weights[i]
-            lo, hi = SCORE_RANGE
+            weighted, weight = scored.weighted[i], plan.weights[i]
             for r, v in zip(live, values, strict=True):
                 if not lo <= v <= hi:
                     check(p.name, np.array([v], dtype=np.int64))
@@ -481,8 +539,7 @@ class EquivalenceCache:
         state: CycleState,
         pod: Pod,
         scored: _Scored,
-        plugins: Sequence[ScorePlugin],
-        weights: Sequence[int],
+        plan: _ScorePlan,
         feasible: IntArray,
         check: RangeCheck,
     ) -> None:
@@ -490,19 +547,16 @@ class EquivalenceCache:
         nodes = Nodes(self._snapshot, feasible)
         total = scored.total
         total[:] = 0
-        for i, p in enumerate(plugins):
+        for i, p in enumerate(plan.plugins):
             scores = scored.raw[i].take(feasible)
-            if has_normalize_score(p):
+            if plan.normalizes[i]:
                 s = p.normalize_score(state, pod, nodes, scores)
                 if s is not None and s.code != Code.SUCCESS:
                     raise BailError
             check(p.name, scores)
-            if weights[i] != 1:
-                scores *= weights[i]
+            weight = plan.weights[i]
+            if weight != 1:
+                scores *= weight
             scored.weighted[i][feasible] = scores
             total[feasible] += scores
         scored.feasible = feasible
-
-
-def _plugins_key(plugins: Sequence[FilterPlugin] | Sequence[ScorePlugin]) -> tuple[Hashable, ...]:
-    return tuple((p.name, p.node_local_epoch()) for p in plugins)

@@ -241,7 +241,6 @@ class Framework:
         self._recorder: EventRecorder | None = None
         self._listers: dict[type[Any], Callable[[], Iterable[Any]]] = {}
         self._instances: dict[str, Plugin] = {}
-        self._equivalence = EquivalenceCache(snapshot)
         args = plugin_args or {}
         points: dict[str, list[_Enabled]] = {}
         for point, enabled in plugins.items():
@@ -276,7 +275,12 @@ class Framework:
         self.pre_bind_plugins = self._of(PreBindPlugin, "preBind")
         self.bind_plugins = self._of(BindPlugin, "bind")
         self.post_bind_plugins = self._of(PostBindPlugin, "postBind")
-        self._score_weight_list = [self.score_weights[p.name] for p in self.score_plugins]
+        self._equivalence = EquivalenceCache(
+            snapshot,
+            self.filter_plugins,
+            self.score_plugins,
+            [self.score_weights[p.name] for p in self.score_plugins],
+        )
 
     def _of(self, kind: type[P], point: str) -> list[P]:
         out = []
@@ -821,16 +825,12 @@ class Framework:
 
     def _cached_filter(self, state: CycleState, pod: Pod, diagnosis: Diagnosis) -> Filtered | None:
         """Filter from the per-shape cache, when every active Filter plugin is node-local."""
-        skip = state.skip_filter_plugins
-        active = (
-            [p for p in self.filter_plugins if p.name not in skip] if skip else self.filter_plugins
-        )
-        if not all(p.node_local for p in active):
-            return None
         start = time.perf_counter()
         try:
-            entry = self._equivalence.filter(state, pod, active, self._plugin_timer(state))
+            entry = self._equivalence.filter(state, pod, self._plugin_timer(state))
         except BailError:
+            return None
+        if entry is None:
             return None
         for g in entry.groups:
             diagnosis.groups.append(g)
@@ -856,28 +856,20 @@ class Framework:
         self, state: CycleState, pod: Pod, entry: Filtered, plugin_scores: bool
     ) -> tuple[dict[str, IntArray], IntArray] | None:
         """Score from the per-shape cache, when every active Score plugin is node-local."""
-        skip = state.skip_score_plugins
-        plugins, weights = self.score_plugins, self._score_weight_list
-        if skip:
-            kept = [i for i, p in enumerate(plugins) if p.name not in skip]
-            plugins, weights = [plugins[i] for i in kept], [weights[i] for i in kept]
-        if not all(p.node_local for p in plugins):
-            return None
         start = time.perf_counter()
         try:
             out = self._equivalence.score(
                 state,
                 pod,
                 entry,
-                plugins,
-                weights,
                 _check_range,
                 self._plugin_timer(state),
                 plugin_scores=plugin_scores,
             )
         except BailError:
             return None
-        self._observe("Score", start, None)
+        if out is not None:
+            self._observe("Score", start, None)
         return out
 
     def _evaluate_nominated_node(self, state: CycleState, pod: Pod, num_all: int) -> Nodes | None:

@@ -253,8 +253,7 @@ class Snapshot:
     def _sync_pods_row(self, info: NodeInfo, *, pods_only: bool = True) -> None:
         t, slot = self.table, info.slot
         t.set_requested(slot, info.requested)
-        t.non_zero_requested[slot, 0] = info.non_zero_cpu
-        t.non_zero_requested[slot, 1] = info.non_zero_memory
+        t.non_zero_requested[slot] = (info.non_zero_cpu, info.non_zero_memory)
         t.has_host_ports[slot] = bool(info.used_ports)
         t.touch(slot, pods_only=pods_only)
 

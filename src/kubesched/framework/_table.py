@@ -243,10 +243,14 @@ class NodeTable:
             self.allocatable[slot, i] = v
 
     def set_requested(self, slot: int, values: Mapping[str, int]) -> None:
-        cols = self._resource_columns(values)
-        self.requested[slot, :] = 0
-        for i, v in cols:
-            self.requested[slot, i] = v
+        index = self.resource_index
+        if not values.keys() <= index.keys():
+            self._resource_columns(values)
+        # Runs on every assume and confirmation: one row view, not a 2-D index per value.
+        row = self.requested[slot]
+        row[:] = 0
+        for name, v in values.items():
+            row[index[name]] = v
 
     def set_labels(self, slot: int, old: Mapping[str, str], new: Mapping[str, str]) -> None:
         for key in old.keys() - new.keys():
