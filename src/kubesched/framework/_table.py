@@ -122,6 +122,7 @@ class NodeTable:
         #: Per change, whether only the pods counted on the node changed (not the Node).
         self._pods_only: list[bool] = []
         self._changes_base = 0
+        self._last_rows: tuple[int, int, tuple[list[int], list[int]]] | None = None
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -173,15 +174,24 @@ class NodeTable:
         Node changed (or came, or went), and the rows where only the pods counted there did."""
         if version < self._changes_base:
             return None
+        # Filter and Score of a cycle ask the same question: the answer is kept (read-only).
+        last = self._last_rows
+        if last is not None and last[0] == version and last[1] == self.version:
+            return last[2]
         start = version - self._changes_base
         changes = self._changes[start:]
+        rows: tuple[list[int], list[int]]
         if not changes:
-            return [], []
-        pods_only = self._pods_only[start:]
-        if all(pods_only):
-            return [], sorted(set(changes))
-        nodes = {s for s, p in zip(changes, pods_only, strict=True) if not p}
-        return sorted(nodes), sorted(set(changes) - nodes)
+            rows = [], []
+        else:
+            pods_only = self._pods_only[start:]
+            if all(pods_only):
+                rows = [], sorted(set(changes))
+            else:
+                nodes = {s for s, p in zip(changes, pods_only, strict=True) if not p}
+                rows = sorted(nodes), sorted(set(changes) - nodes)
+        self._last_rows = (version, self.version, rows)
+        return rows
 
     # -- writing (by the snapshot) -------------------------------------------------------------
 
