@@ -155,7 +155,9 @@ class Cache:
                 host_ports=info.host_ports,
             )
             self._snapshot.replace_pod(info)
-            self._pods[uid] = _PodState(info=info, node=node)
+            state.info = info
+            state.assumed = state.binding_finished = False
+            state.deadline = None
             self._assumed.discard(uid)
             return
         self._put(PodInfo.of(pod), node, assumed=False)

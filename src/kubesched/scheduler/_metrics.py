@@ -50,7 +50,7 @@ class SchedulerMetrics(FrameworkMetrics):
 
         # Labelled children cached by label values, as FrameworkMetrics does.
         self._attempts: dict[tuple[str, str], tuple[Counter, Histogram]] = {}
-        self._pending: dict[str, tuple[Gauge, int]] = {}
+        self._pending: dict[str, Gauge] = {}
         # As kube-scheduler: every queue's series exists from the start, at 0, so dashboards and
         # alerts see an idle scheduler rather than no data.
         self.set_pending(dict.fromkeys(("active", "backoff", "unschedulable", "gated"), 0))
@@ -68,15 +68,10 @@ class SchedulerMetrics(FrameworkMetrics):
         children[1].observe(seconds)
 
     def set_pending(self, counts: dict[str, int]) -> None:
-        """Only the sub-queues whose count changed are set."""
+        """Set the sub-queues' counts (the queue passes those that changed)."""
         pending = self._pending
         for queue, n in counts.items():
-            known = pending.get(queue)
-            if known is None:
-                gauge = self.pending_pods.labels(queue)
-            elif known[1] == n:
-                continue
-            else:
-                gauge = known[0]
+            gauge = pending.get(queue)
+            if gauge is None:
+                gauge = pending[queue] = self.pending_pods.labels(queue)
             gauge.set(n)
-            pending[queue] = (gauge, n)

@@ -88,6 +88,7 @@ ACTIVE = "active"
 BACKOFF = "backoff"
 UNSCHEDULABLE = "unschedulable"
 GATED = "gated"
+_SUB_QUEUES = (ACTIVE, BACKOFF, UNSCHEDULABLE, GATED)
 
 _POD_TOPOLOGY_SPREAD = "PodTopologySpread"
 _PRE_ENQUEUE = "PreEnqueue"
@@ -99,7 +100,7 @@ _ALL_EVENTS: tuple[ClusterEventWithHint, ...] = (ClusterEventWithHint(EVENT_WILD
 PreEnqueueFn = Callable[[Pod], Status | None]
 #: ``(a, b) -> bool``: whether ``a`` is scheduled before ``b`` (QueueSort).
 LessFn = Callable[[QueuedPodInfo, QueuedPodInfo], bool]
-#: Receives the number of pending pods per sub-queue whenever one of them changes.
+#: Receives the number of pending pods of the sub-queues whose number changed.
 PendingPodsMetric = Callable[[dict[str, int]], None]
 
 
@@ -171,30 +172,33 @@ def _scaled_down(new: Pod, old: Pod) -> bool:
 
 
 class _ActiveEntry:
-    """An activeQ heap entry; removal marks it dead (the heap drops it when it surfaces)."""
+    """An activeQ entry; removal marks it dead (the heap drops it when it surfaces).
 
-    __slots__ = ("alive", "less", "qpi")
+    The heap holds ``(order, entry)`` pairs (:meth:`item`): ``order`` is the entry's QueueSort key
+    when QueueSort has one, so that the heap compares keys without calling back into Python, or
+    else the entry itself, which compares through ``less``. Equal keys fall through to the
+    entries, whose ``less`` agrees with the key: neither sorts before the other.
+    """
 
-    def __init__(self, qpi: QueuedPodInfo, less: LessFn) -> None:
+    __slots__ = ("alive", "key", "less", "qpi")
+
+    def __init__(
+        self, qpi: QueuedPodInfo, less: LessFn, key: tuple[int | float, ...] | None
+    ) -> None:
         self.qpi = qpi
         self.less = less
+        self.key = key
         self.alive = True
 
     def __lt__(self, other: _ActiveEntry) -> bool:
         return self.less(self.qpi, other.qpi)
 
+    def item(self) -> _ActiveItem:
+        return (self if self.key is None else self.key, self)
 
-class _KeyedActiveEntry(_ActiveEntry):
-    """An activeQ heap entry ordered by its QueueSort key, computed once when it is queued."""
 
-    __slots__ = ("key",)
-
-    def __init__(self, qpi: QueuedPodInfo, less: LessFn, key: tuple[int | float, ...]) -> None:
-        super().__init__(qpi, less)
-        self.key = key
-
-    def __lt__(self, other: _ActiveEntry) -> bool:
-        return self.key < other.key  # type: ignore[attr-defined,no-any-return]
+#: An activeQ heap item: ``(order, entry)`` (see :class:`_ActiveEntry`).
+_ActiveItem = tuple[Any, _ActiveEntry]
 
 
 class _BackoffEntry:
@@ -281,7 +285,7 @@ class SchedulingQueue:
 
         # activeQ
         self._active: dict[str, _ActiveEntry] = {}
-        self._active_heap: list[_ActiveEntry] = []
+        self._active_heap: list[_ActiveItem] = []
         # backoffQ: pods rejected by plugins (poppable when activeQ is empty), pods that erred
         self._backoff: dict[str, _BackoffEntry] = {}
         self._backoff_heap: list[_BackoffEntry] = []
@@ -315,7 +319,8 @@ class SchedulingQueue:
         self._closed = False
         self._closed_event = asyncio.Event()
         self._wakeup = asyncio.Event()
-        self._reported: dict[str, int] = {}
+        # Nothing reported yet: every count differs from -1.
+        self._reported = (-1, -1, -1, -1)
 
     # -- informer events for pending pods ------------------------------------------------------
 
@@ -389,14 +394,16 @@ class SchedulingQueue:
         If it is in flight, the attempt's outcome is dropped when it comes back.
         """
         uid = pod.metadata.uid
-        self.delete_nominated_pod_if_exists(pod)
-        self._active_remove(uid)
-        self._backoff_remove(uid)
-        self._unschedulable_remove(uid)
+        self._nominator_delete(uid)
+        # Mostly a pod just bound, in no sub-queue: then no count changes.
+        if uid in self._active or uid in self._backoff or uid in self._unschedulable:
+            self._active_remove(uid)
+            self._backoff_remove(uid)
+            self._unschedulable_remove(uid)
+            self._report()
         self._not_yet_active.discard(uid)
         if uid in self._in_flight:
             self._in_flight_deleted.add(uid)
-        self._report()
 
     def activate(self, pods: Iterable[Pod]) -> None:
         """``Activate``: move pods from unschedulablePods or backoffQ to activeQ now.
@@ -449,8 +456,12 @@ class SchedulingQueue:
                 log.error("pod %s is tracked in the queue and in flight; discarded", qpi.pod.key)
                 continue
             qpi.attempts += 1
-            qpi.unschedulable_plugins = set()
-            qpi.pending_plugins = set()
+            # Fresh sets, not cleared ones: the last attempt's may still be read elsewhere. An
+            # empty one is kept (most pods were never rejected).
+            if qpi.unschedulable_plugins:
+                qpi.unschedulable_plugins = set()
+            if qpi.pending_plugins:
+                qpi.pending_plugins = set()
             self._seq += 1
             self._in_flight[uid] = self._seq
             self._in_flight_pods[uid] = qpi.pod
@@ -668,13 +679,17 @@ class SchedulingQueue:
 
     def counts(self) -> dict[str, int]:
         """Pending pods per sub-queue, as ``scheduler_pending_pods`` labels them."""
+        return dict(zip(_SUB_QUEUES, self._counts(), strict=True))
+
+    def _counts(self) -> tuple[int, int, int, int]:
+        """:meth:`counts` in :data:`_SUB_QUEUES` order, without building a dict."""
         gated = len(self._gated)
-        return {
-            ACTIVE: len(self._active),
-            BACKOFF: len(self._backoff),
-            UNSCHEDULABLE: len(self._unschedulable) - gated,
-            GATED: gated,
-        }
+        return (
+            len(self._active),
+            len(self._backoff),
+            len(self._unschedulable) - gated,
+            gated,
+        )
 
     def pending_summary(self) -> str:
         """kube-scheduler's ``activeQ:1; backoffQ:0; unschedulablePods:2``."""
@@ -960,13 +975,9 @@ class SchedulingQueue:
         self._unschedulable_remove(uid)
         self._active_remove(uid)
         key = self._sort_key
-        entry = (
-            _ActiveEntry(qpi, self._less)
-            if key is None
-            else _KeyedActiveEntry(qpi, self._less, key(qpi))
-        )
+        entry = _ActiveEntry(qpi, self._less, None if key is None else key(qpi))
         self._active[uid] = entry
-        heapq.heappush(self._active_heap, entry)
+        heapq.heappush(self._active_heap, entry.item())
         self._wakeup.set()
 
     def _active_remove(self, uid: str) -> None:
@@ -979,7 +990,7 @@ class SchedulingQueue:
     def _active_pop(self) -> QueuedPodInfo | None:
         heap = self._active_heap
         while heap:
-            entry = heapq.heappop(heap)
+            entry = heapq.heappop(heap)[1]
             if entry.alive:
                 del self._active[entry.qpi.pod.metadata.uid]
                 return entry.qpi
@@ -1027,7 +1038,7 @@ class SchedulingQueue:
         live = len(self._active) + len(self._backoff)
         if self._dead <= 64 or self._dead <= live:
             return
-        self._active_heap = list(self._active.values())
+        self._active_heap = [e.item() for e in self._active.values()]
         heapq.heapify(self._active_heap)
         self._backoff_heap = [e for e in self._backoff.values() if not e.error]
         heapq.heapify(self._backoff_heap)
@@ -1059,9 +1070,10 @@ class SchedulingQueue:
 
     def _nominator_delete(self, uid: str) -> None:
         node = self._nominated_node.pop(uid, None)
-        self._nominated_info.pop(uid, None)
         if node is None:
             return
+        # Recorded together with the node, in add_nominated_pod.
+        del self._nominated_info[uid]
         uids = self._nominated.get(node)
         if uids is not None:
             uids.pop(uid, None)
@@ -1083,10 +1095,17 @@ class SchedulingQueue:
     def _report(self) -> None:
         if self._metric is None:
             return
-        counts = self.counts()
-        if counts != self._reported:
+        counts = self._counts()
+        reported = self._reported
+        if counts != reported:
             self._reported = counts
-            self._metric(dict(counts))
+            self._metric(
+                {
+                    queue: n
+                    for queue, n, before in zip(_SUB_QUEUES, counts, reported, strict=True)
+                    if n != before
+                }
+            )
 
 
 def _affinity_terms_match(pending: Pod, bound: Pod) -> bool:

@@ -165,10 +165,14 @@ class Scheduler:
 
     async def run(self) -> None:
         """Schedule until :meth:`stop`; binding cycles left in flight are awaited."""
+        queue = self.queue
         while not self._stopping:
-            qpi = await self.queue.pop()
+            # Awaiting pop() only when no pod is ready spares a coroutine per pod.
+            qpi = queue.try_pop()
             if qpi is None:
-                break
+                qpi = await queue.pop()
+                if qpi is None:
+                    break
             self.schedule_one(qpi)
             # Let informer events and binding cycles in between pods.
             await asyncio.sleep(0)
@@ -177,7 +181,10 @@ class Scheduler:
     async def drain(self) -> None:
         """Wait for every binding cycle in flight."""
         while self._binding:
-            await asyncio.gather(*list(self._binding), return_exceptions=True)
+            tasks = list(self._binding)
+            await asyncio.gather(*tasks, return_exceptions=True)
+            # A task cancelled before it ever ran could not remove itself.
+            self._binding.difference_update(tasks)
 
     def stop(self) -> None:
         self._stopping = True
@@ -198,7 +205,7 @@ class Scheduler:
         # The cycle this attempt belongs to: events after it may have made the pod schedulable.
         qpi.cycle = self.queue.scheduling_cycle
         state = CycleState()
-        state.record_plugin_metrics = self._sample.randrange(100) < PLUGIN_METRICS_SAMPLE_PERCENT
+        state.record_plugin_metrics = self._sample.random() < PLUGIN_METRICS_SAMPLE_PERCENT / 100
         # The queue derived the pod's requests and ports when it queued this very pod.
         state.pod_info = qpi.pod_info
         try:
@@ -231,10 +238,12 @@ class Scheduler:
         # Counted on its node now: its nomination would count it twice.
         self.queue.delete_nominated_pod_if_exists(pod)
         status = fwk.run_reserve(state, pod, host)
+        waiting = False
         if status is None:
             status = fwk.run_permit(state, pod, host)
             if status is not None and status.code == Code.WAIT:
                 status = None
+                waiting = True
         if status is not None:
             fwk.run_unreserve(state, pod, host)
             self.cache.forget_pod(pod.metadata.uid)
@@ -243,38 +252,68 @@ class Scheduler:
                 message = _rejected_on_one_node(pod, status)
                 return self._fail(fwk, qpi, REASON_UNSCHEDULABLE, message, start)
             return self._fail(fwk, qpi, REASON_SCHEDULER_ERROR, status.message, start)
-        task = asyncio.get_running_loop().create_task(
-            self._binding_cycle(fwk, state, qpi, host, start)
+        # The task leaves ``_binding`` itself when it ends (a done callback would cost a turn of
+        # the event loop per pod).
+        self._binding.add(
+            asyncio.get_running_loop().create_task(
+                self._binding_cycle(fwk, state, qpi, host, start, waiting)
+            )
         )
-        self._binding.add(task)
-        task.add_done_callback(self._binding.discard)
         return Outcome(pod.key, host, "Assumed", "")
 
     async def _binding_cycle(
-        self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, host: str, start: float
+        self,
+        fwk: Framework,
+        state: CycleState,
+        qpi: QueuedPodInfo,
+        host: str,
+        start: float,
+        waiting: bool,
     ) -> None:
+        """``waiting``: a Permit plugin asked the pod to wait; it waits here to be allowed."""
         pod = qpi.pod
+        metrics = self.metrics
         try:
-            status = await fwk.wait_on_permit(pod)
+            try:
+                status = await fwk.wait_on_permit(pod) if waiting else None
+                # Without PreBind plugins there is nothing to await before Bind.
+                if status is None and fwk.pre_bind_plugins:
+                    status = await fwk.run_pre_bind(state, pod, host)
+                if status is None:
+                    t0 = time.perf_counter()
+                    status = await fwk.run_bind(state, pod, host)
+                    if metrics is not None:
+                        metrics.binding_duration.observe(time.perf_counter() - t0)
+            except Exception as e:  # a plugin bug must not lose the pod
+                log.exception("binding %s to %s failed", pod.key, host)
+                status = Status(Code.ERROR, f"{type(e).__name__}: {e}")
             if status is None:
-                status = await fwk.run_pre_bind(state, pod, host)
-            if status is None:
-                t0 = time.perf_counter()
-                status = await fwk.run_bind(state, pod, host)
-                if self.metrics is not None:
-                    self.metrics.binding_duration.observe(time.perf_counter() - t0)
-        except Exception as e:  # a plugin bug must not lose the pod
-            log.exception("binding %s to %s failed", pod.key, host)
-            status = Status(Code.ERROR, f"{type(e).__name__}: {e}")
-        if status is None:
-            self.cache.finish_binding(pod.metadata.uid)
-            if self.metrics is not None:
-                self.metrics.attempt("scheduled", fwk.profile_name, time.perf_counter() - start)
-            log.info("Successfully bound pod to node pod=%s node=%s", pod.key, host)
-            self.writer.scheduled(pod, host, fwk.profile_name)
-            fwk.run_post_bind(state, pod, host)
-            self.queue.done(pod.metadata.uid)
-            return
+                uid = pod.metadata.uid
+                self.cache.finish_binding(uid)
+                if metrics is not None:
+                    metrics.attempt("scheduled", fwk.profile_name, time.perf_counter() - start)
+                log.info("Successfully bound pod to node pod=%s node=%s", pod.key, host)
+                self.writer.scheduled(pod, host, fwk.profile_name)
+                if fwk.post_bind_plugins:
+                    fwk.run_post_bind(state, pod, host)
+                self.queue.done(uid)
+                return
+            self._binding_failed(fwk, state, qpi, host, start, status)
+        finally:
+            # Its own task leaves the set of binding cycles in flight (see :meth:`drain`).
+            self._binding.discard(asyncio.current_task())
+
+    def _binding_failed(
+        self,
+        fwk: Framework,
+        state: CycleState,
+        qpi: QueuedPodInfo,
+        host: str,
+        start: float,
+        status: Status,
+    ) -> None:
+        """Undo the assumption and Reserve, and put the pod back in the queue."""
+        pod = qpi.pod
         fwk.run_unreserve(state, pod, host)
         try:
             self.cache.forget_pod(pod.metadata.uid)

@@ -1,0 +1,103 @@
+"""The scheduling loop's binding cycles: each runs in its own task and is tracked until it ends."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+from builders import make_node, make_pod
+from kubesched.bench import MemoryCluster
+from kubesched.config import default_config
+from kubesched.framework import Snapshot, build_frameworks
+from kubesched.plugins import default_registry
+from kubesched.scheduler import Cache, Scheduler, SchedulingQueue
+
+
+class _Writer:
+    def scheduled(self, pod: object, node: str, profile: str) -> None:
+        pass
+
+    def failed(
+        self, pod: object, reason: str, message: str, profile: str, nominated_node: str | None
+    ) -> None:
+        pass
+
+
+def _scheduler(cluster: MemoryCluster) -> Scheduler:
+    snapshot = Snapshot()
+    frameworks = build_frameworks(
+        default_config(), default_registry(), snapshot, client=cluster, rng=random.Random(0)
+    )
+    fwk = next(iter(frameworks.values()))
+    queue = SchedulingQueue(less=fwk.less, events_to_register=fwk.events_to_register())
+    scheduler = Scheduler(
+        profiles=frameworks,
+        cache=Cache(snapshot),
+        queue=queue,
+        writer=_Writer(),
+        pod_lookup=cluster.lookup,
+    )
+    cluster.scheduler = scheduler
+    scheduler.on_node_add(make_node("n1", cpu="4"))
+    return scheduler
+
+
+def _add_pod(cluster: MemoryCluster, scheduler: Scheduler, name: str) -> None:
+    pod = make_pod(name, cpu="100m")
+    cluster.add(pod)
+    scheduler.on_pod_add(pod)
+
+
+def test_a_binding_cycle_leaves_the_set_in_flight_when_it_ends() -> None:
+    async def main() -> None:
+        cluster = MemoryCluster()
+        scheduler = _scheduler(cluster)
+        for i in range(3):
+            _add_pod(cluster, scheduler, f"p{i}")
+            qpi = scheduler.queue.try_pop()
+            assert qpi is not None
+            assert scheduler.schedule_one(qpi).node == "n1"
+        tasks = list(scheduler._binding)
+        assert len(tasks) == 3
+        await asyncio.sleep(0)  # the turn in which the three binding cycles run
+        assert all(t.done() for t in tasks)
+        # Gone as soon as each ended, not on a later turn.
+        assert not scheduler._binding
+        assert cluster.bound == 3
+
+    asyncio.run(main())
+
+
+def test_drain_returns_though_a_binding_task_was_cancelled_before_it_ran() -> None:
+    async def main() -> None:
+        cluster = MemoryCluster()
+        scheduler = _scheduler(cluster)
+        _add_pod(cluster, scheduler, "p")
+        qpi = scheduler.queue.try_pop()
+        assert qpi is not None
+        scheduler.schedule_one(qpi)
+        (task,) = scheduler._binding
+        task.cancel()
+        await asyncio.wait_for(scheduler.drain(), timeout=5)
+        assert not scheduler._binding
+        assert cluster.bound == 0
+
+    asyncio.run(main())
+
+
+def test_a_failed_bind_forgets_the_assumed_pod() -> None:
+    async def main() -> None:
+        cluster = MemoryCluster()
+        scheduler = _scheduler(cluster)
+        _add_pod(cluster, scheduler, "p")
+        qpi = scheduler.queue.try_pop()
+        assert qpi is not None
+        scheduler.schedule_one(qpi)
+        assert scheduler.cache.is_assumed(qpi.pod.metadata.uid)
+        del cluster.pods[qpi.pod.key]  # deleted before the binding: the API server refuses it
+        await scheduler.drain()
+        assert cluster.conflicts == 1
+        assert scheduler.cache.pod_count == 0
+        assert scheduler.queue.in_flight_pods() == []
+
+    asyncio.run(main())
