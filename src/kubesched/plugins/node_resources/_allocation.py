@@ -118,8 +118,20 @@ def node_lists(
     entries of resources that do not count on the node are 0 in both."""
     requested = [0] * len(resources)
     allocatable = [0] * len(resources)
+    alloc = info.allocatable
     for i, r in enumerate(resources):
-        a, q = allocatable_requested(info, r.name, pod_requests_list[i], use_requested)
+        name = r.name
+        # CPU and memory inline: this runs for every node that changed, every cycle.
+        if name == CPU:
+            a = alloc.get(CPU, 0)
+            used = info.requested.get(CPU, 0) if use_requested else info.non_zero_cpu
+            q = used + pod_requests_list[i]
+        elif name == MEMORY:
+            a = alloc.get(MEMORY, 0)
+            used = info.requested.get(MEMORY, 0) if use_requested else info.non_zero_memory
+            q = used + pod_requests_list[i]
+        else:
+            a, q = allocatable_requested(info, name, pod_requests_list[i], use_requested)
         if a == 0:
             continue
         allocatable[i] = a
@@ -233,21 +245,6 @@ def gather_rows(array: IntArray, slots: IntArray, scratch: Scratch, key: str) ->
 # --- scoring functions, one node at a time (the reference the vectorized forms must equal) -----
 
 
-def least_requested_score(requested: int, capacity: int) -> int:
-    """``leastRequestedScore``: the free share of the resource, 0..100, rounded down."""
-    if capacity == 0 or requested > capacity:
-        return 0
-    return (capacity - requested) * MAX_NODE_SCORE // capacity
-
-
-def most_requested_score(requested: int, capacity: int) -> int:
-    """``mostRequestedScore``: the used share of the resource, 0..100, rounded down; a request
-    above capacity counts as full."""
-    if capacity == 0:
-        return 0
-    return min(requested, capacity) * MAX_NODE_SCORE // capacity
-
-
 def weighted_score(
     requested: Sequence[int],
     allocatable: Sequence[int],
@@ -256,12 +253,18 @@ def weighted_score(
 ) -> int:
     """``leastResourceScorer`` / ``mostResourceScorer``: the weighted mean of the per-resource
     scores over the resources with allocatable > 0, rounded down."""
-    fn = least_requested_score if per_resource == "least" else most_requested_score
+    least = per_resource == "least"
     node_score = weight_sum = 0
     for q, a, r in zip(requested, allocatable, resources, strict=True):
         if a == 0:
             continue
-        node_score += fn(q, a) * r.weight
+        # ``leastRequestedScore``: the free share, 0..100, rounded down, 0 when over capacity;
+        # ``mostRequestedScore``: the used share, a request above capacity counting as full.
+        if least:
+            score = 0 if q > a else (a - q) * MAX_NODE_SCORE // a
+        else:
+            score = (q if q < a else a) * MAX_NODE_SCORE // a
+        node_score += score * r.weight
         weight_sum += r.weight
     return 0 if weight_sum == 0 else node_score // weight_sum
 
@@ -549,8 +552,6 @@ __all__ = [
     "broken_linear",
     "gather_rows",
     "go_div",
-    "least_requested_score",
-    "most_requested_score",
     "node_lists",
     "pod_request_list",
     "requested_to_capacity_ratio_score",
