@@ -46,6 +46,7 @@ from kubesched.api import (
     LabelSelectorRequirement,
     Node,
     Pod,
+    PodAffinity,
     PodAffinityTerm,
     WeightedPodAffinityTerm,
 )
@@ -317,9 +318,11 @@ class PodAffinityTerms:
     @classmethod
     def of(cls, pod: Pod) -> PodAffinityTerms:
         a = pod.spec.affinity
+        if a is None or not (_has_terms(a.pod_affinity) or _has_terms(a.pod_anti_affinity)):
+            # Most pods: nothing to parse (asked once or more per pod and cycle).
+            return NO_TERMS
+        pa, paa = a.pod_affinity, a.pod_anti_affinity
         ns = pod.metadata.namespace
-        pa = a.pod_affinity if a is not None else None
-        paa = a.pod_anti_affinity if a is not None else None
         errors: list[str] = []
 
         def required(what: str, terms: Sequence[PodAffinityTerm]) -> tuple[AffinityTerm, ...]:
@@ -360,6 +363,17 @@ class PodAffinityTerms:
             ),
         )
         return replace(out, errors=tuple(errors)) if errors else out
+
+
+#: The terms of a pod without pod affinity or anti-affinity terms.
+NO_TERMS = PodAffinityTerms()
+
+
+def _has_terms(p: PodAffinity | None) -> bool:
+    return p is not None and bool(
+        p.required_during_scheduling_ignored_during_execution
+        or p.preferred_during_scheduling_ignored_during_execution
+    )
 
 
 def class_terms(cls: AffinityClass) -> PodAffinityTerms:
@@ -502,7 +516,8 @@ def _bump(counts: DomainCounts, table: NodeTable, node: Node, key: str, delta: i
 
 def _any_nonzero(counts: DomainCounts) -> bool:
     """Whether some domain has a count (``len(topologyToMatchedTermCount) > 0``)."""
-    return any(bool(np.count_nonzero(a)) for a in counts.values())
+    # Most pods ask with no counts at all: no generator for them.
+    return bool(counts) and any(np.count_nonzero(a) for a in counts.values())
 
 
 def _clone(counts: DomainCounts) -> DomainCounts:
@@ -598,12 +613,16 @@ class InterPodAffinity(
         terms = PodAffinityTerms.of(pod)
         if terms.errors:
             return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, f"parsing pod: {terms.error}")
-        affinity = tuple(self._merge_namespaces(t) for t in terms.required_affinity)
-        anti = tuple(self._merge_namespaces(t) for t in terms.required_anti_affinity)
         ns_labels = self._snapshot.namespace_labels(pod.metadata.namespace)
         existing = self._existing_anti_affinity_counts(pod, ns_labels)
-        if not _any_nonzero(existing) and not affinity and not anti:
+        if (
+            not terms.required_affinity
+            and not terms.required_anti_affinity
+            and not _any_nonzero(existing)
+        ):
             return None, Status(Code.SKIP)
+        affinity = tuple(map(self._merge_namespaces, terms.required_affinity))
+        anti = tuple(map(self._merge_namespaces, terms.required_anti_affinity))
         aff_counts, anti_counts = self._incoming_counts(affinity, anti)
         state.write(
             PRE_FILTER_STATE_KEY,
@@ -753,15 +772,18 @@ class InterPodAffinity(
         terms = PodAffinityTerms.of(pod)
         if terms.errors:
             return Status(Code.ERROR, f"failed to parse pod: {terms.error}")
-        preferred = [
-            (replace(w, term=self._merge_namespaces(w.term)), 1) for w in terms.preferred_affinity
-        ] + [
-            (replace(w, term=self._merge_namespaces(w.term)), -1)
-            for w in terms.preferred_anti_affinity
-        ]
-        ns_labels = self._snapshot.namespace_labels(pod.metadata.namespace)
         topology: DomainCounts = {}
-        matched = self._score_incoming_terms(topology, preferred)
+        matched = False
+        if has_preferred:
+            preferred = [
+                (replace(w, term=self._merge_namespaces(w.term)), 1)
+                for w in terms.preferred_affinity
+            ] + [
+                (replace(w, term=self._merge_namespaces(w.term)), -1)
+                for w in terms.preferred_anti_affinity
+            ]
+            matched = self._score_incoming_terms(topology, preferred)
+        ns_labels = self._snapshot.namespace_labels(pod.metadata.namespace)
         matched |= self._score_existing_terms(topology, pod, ns_labels)
         if not matched:
             return Status(Code.SKIP)
@@ -793,35 +815,36 @@ class InterPodAffinity(
         pods = snap.pods
         ns, labels = pod.metadata.namespace, pod.metadata.labels
         hard = self.hard_pod_affinity_weight
+        #: (class id, topology key, weight) of every matching term.
+        found: list[tuple[int, str, int]] = []
+        for cls in pods.affinity_classes():
+            terms = class_terms(cls)
+            if hard > 0:
+                for t in terms.required_affinity:
+                    if t.matches(ns, labels, ns_labels):
+                        found.append((cls.cid, t.topology_key, hard))
+            for wt in terms.preferred_affinity:
+                if wt.term.matches(ns, labels, ns_labels):
+                    found.append((cls.cid, wt.term.topology_key, wt.weight))
+            for wt in terms.preferred_anti_affinity:
+                if wt.term.matches(ns, labels, ns_labels):
+                    found.append((cls.cid, wt.term.topology_key, -wt.weight))
+        if not found:
+            return False
         weights: dict[str, IntArray] = {}
         hits: dict[str, BoolArray] = {}
-
-        def add(cid: int, key: str, weight: int) -> None:
+        for cid, key, weight in found:
             w = weights.get(key)
             if w is None:
                 w = weights[key] = np.zeros(len(pods.classes), dtype=np.int64)
                 hits[key] = np.zeros(len(pods.classes), dtype=np.bool_)
             w[cid] += weight
             hits[key][cid] = True
-
-        for cls in pods.affinity_classes():
-            terms = class_terms(cls)
-            if hard > 0:
-                for t in terms.required_affinity:
-                    if t.matches(ns, labels, ns_labels):
-                        add(cls.cid, t.topology_key, hard)
-            for wt in terms.preferred_affinity:
-                if wt.term.matches(ns, labels, ns_labels):
-                    add(cls.cid, wt.term.topology_key, wt.weight)
-            for wt in terms.preferred_anti_affinity:
-                if wt.term.matches(ns, labels, ns_labels):
-                    add(cls.cid, wt.term.topology_key, -wt.weight)
         matched = False
-        if weights:
-            row_classes = pods.group_class.take(pods.group_ids[: pods.size])
-            for key, w in weights.items():
-                rows = hits[key].take(row_classes)
-                matched |= _add_rows(topology, snap.table, pods, key, rows, w.take(row_classes))
+        row_classes = pods.group_class.take(pods.group_ids[: pods.size])
+        for key, w in weights.items():
+            rows = hits[key].take(row_classes)
+            matched |= _add_rows(topology, snap.table, pods, key, rows, w.take(row_classes))
         return matched
 
     def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status | None]:

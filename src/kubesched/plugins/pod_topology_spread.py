@@ -72,7 +72,7 @@ from kubesched.framework import (
     Status,
 )
 from kubesched.plugins.helper import DO_NOT_SCHEDULE_TAINT_EFFECTS, as_objects
-from kubesched.plugins.inter_pod_affinity import Selector, SelectorError
+from kubesched.plugins.inter_pod_affinity import EVERYTHING, Selector, SelectorError
 from kubesched.plugins.node_affinity import RequiredNodeAffinity
 
 NAME = "PodTopologySpread"
@@ -356,10 +356,16 @@ class PodTopologySpread(
         ns, labels = pod.metadata.namespace, pod.metadata.labels
         label_set: dict[str, str] = {}
         for s in snap.workload_selectors("Service", ns).values():
-            if Selector.from_set(s.match_labels).matches(labels):
+            # labels.Set(selector).AsSelector().Matches(labels): every pair present.
+            if s.match_labels.items() <= labels.items():
                 label_set.update(s.match_labels)
-        selector = Selector.from_set(label_set)
-        owner = next((o for o in pod.metadata.owner_references if o.controller), None)
+        # Most pods: no Service selects them, so nothing to build.
+        selector = Selector.from_set(label_set) if label_set else EVERYTHING
+        owner = None
+        for o in pod.metadata.owner_references:
+            if o.controller:
+                owner = o
+                break
         if owner is None:
             return selector
         kind = _CONTROLLER_KINDS.get((owner.api_version, owner.kind))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import numpy as np
 import pytest
 from test_inter_pod_affinity_builders import (
@@ -20,15 +21,18 @@ from test_inter_pod_affinity_builders import (
     sel,
     snapshot,
     term,
+    weighted,
 )
 
-from kubesched.api import LabelSelector, Pod
+from kubesched.api import Affinity, LabelSelector, Pod
 from kubesched.config import ConfigError
 from kubesched.framework import Code, CycleState, PodInfo, Snapshot, Status
 from kubesched.plugins import in_tree_registry
 from kubesched.plugins.inter_pod_affinity import (
+    NO_TERMS,
     PRE_FILTER_STATE_KEY,
     InterPodAffinity,
+    PodAffinityTerms,
     Selector,
     SelectorError,
     apply_match_label_keys,
@@ -999,8 +1003,6 @@ def test_registered_in_tree_with_args() -> None:
 
 
 def selector(raw: dict[str, Any] | None) -> Selector:
-    import msgspec
-
     return Selector.parse(None if raw is None else msgspec.convert(raw, LabelSelector))
 
 
@@ -1048,6 +1050,45 @@ def test_selector_errors(raw: dict[str, Any], message: str) -> None:
     with pytest.raises(SelectorError) as e:
         selector(raw)
     assert str(e.value).startswith(message)
+
+
+@pytest.mark.parametrize(
+    "affinity",
+    [
+        {},
+        {"podAffinity": {}, "podAntiAffinity": {}},
+        {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": []}},
+        {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}},
+    ],
+)
+def test_pods_without_terms_have_none(affinity: dict[str, Any]) -> None:
+    assert PodAffinityTerms.of(pod()) is NO_TERMS
+    p = pod()
+    p.spec.affinity = msgspec.convert(affinity, Affinity)
+    assert PodAffinityTerms.of(p) is NO_TERMS
+
+
+@pytest.mark.parametrize(
+    ("kind", "what"),
+    [("pref_affinity", "preferredAffinityTerms"), ("pref_anti", "preferredAntiAffinityTerms")],
+)
+def test_preferred_terms_alone_are_parsed(kind: str, what: str) -> None:
+    """A pod whose only term is a preferred one is parsed like any other (``NewPodInfo`` parses
+    all four lists): a bad selector fails PreFilter and PreScore."""
+    bad = weighted(1, req_in("service", "node", "{{.bad-value.}}"))
+    incoming = pod(labels=POD_LABEL, **{kind: [bad]})
+    error = f'{what}: values[0][service]: Invalid value: "{{{{.bad-value.}}}}"'
+    assert PodAffinityTerms.of(incoming).error.startswith(error)
+    snap = snapshot([node("n1")])
+    plugin = InterPodAffinity(Handle(snap))  # type: ignore[arg-type]
+    _, status = plugin.pre_filter(CycleState(), incoming, all_nodes(snap))
+    assert status is not None
+    assert status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert status.message.startswith("parsing pod: " + error)
+    status = plugin.pre_score(CycleState(), incoming, all_nodes(snap))
+    assert status is not None
+    assert status.code == Code.ERROR
+    assert status.message.startswith("failed to parse pod: " + error)
 
 
 def test_apply_match_label_keys_as_the_api_server() -> None:

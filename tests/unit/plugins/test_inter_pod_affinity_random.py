@@ -405,3 +405,80 @@ def test_reference_sanity() -> None:
             seen["score"] += 1
     assert seen["reject"] > 20
     assert seen["score"] > 20
+
+
+#: ``spec.affinity`` of pods with no pod affinity or anti-affinity term of their own.
+NO_TERMS_AFFINITY: list[Json | None] = [
+    None,
+    {},
+    {"podAffinity": {}},
+    {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": []}},
+    {
+        "nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []},
+        "podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []},
+        "podAntiAffinity": {},
+    },
+]
+
+
+def rand_pod_without_terms(rng: random.Random, name: str) -> Pod:
+    affinity = rng.choice(NO_TERMS_AFFINITY)
+    return make_pod(
+        name,
+        namespace=rng.choice(sorted(NAMESPACES)),
+        labels=rand_labels(rng),
+        spec={} if affinity is None else {"affinity": affinity},
+    )
+
+
+@pytest.mark.parametrize("seed", range(100))
+def test_pods_without_terms_equal_reference(seed: int) -> None:
+    """Pods without terms of their own take a shorter path; existing pods' required
+    anti-affinity still filters them, and existing pods' required (hardPodAffinityWeight) and
+    preferred terms still score them unless ignorePreferredTermsOfExistingPods."""
+    rng = random.Random(5000 + seed)
+    snap = cluster(rng)
+    hard = rng.choice([0, 1, 5])
+    ignore = rng.random() < 0.3
+    plugin = InterPodAffinity(  # type: ignore[arg-type]
+        Handle(snap), {"hardPodAffinityWeight": hard, "ignorePreferredTermsOfExistingPods": ignore}
+    )
+    nodes = all_nodes(snap)
+    for k in range(3):
+        incoming = rand_pod_without_terms(rng, f"in{k}")
+        state = CycleState()
+        _, status = plugin.pre_filter(state, incoming, nodes)
+        want = ref_filter(snap, incoming, [])
+        if isinstance(want, Status):
+            assert status == want
+        else:
+            assert status is None
+            assert plugin_statuses(plugin, state, incoming, snap) == want
+        state = CycleState()
+        status = plugin.pre_score(state, incoming, nodes)
+        want_scores = ref_scores(snap, incoming, hard, ignore)
+        if isinstance(want_scores, Status):
+            assert status == want_scores
+            continue
+        assert status is None
+        raw, s = plugin.score_nodes(state, incoming, nodes)
+        assert s is None
+        plugin.normalize_score(state, incoming, nodes, raw)
+        assert raw.tolist() == want_scores
+
+
+def test_pods_without_terms_reference_sanity() -> None:
+    """Existing pods' terms reject and score pods without terms in the clusters above."""
+    seen = {"reject": 0, "score": 0}
+    for seed in range(100):
+        rng = random.Random(5000 + seed)
+        snap = cluster(rng)
+        incoming = rand_pod_without_terms(rng, "in0")
+        f = ref_filter(snap, incoming, [])
+        if isinstance(f, list) and any(s is not None for s in f):
+            seen["reject"] += 1
+        s = ref_scores(snap, incoming, 1, False)
+        if isinstance(s, list) and len(set(s)) > 1:
+            seen["score"] += 1
+    assert seen["reject"] > 10
+    assert seen["score"] > 10

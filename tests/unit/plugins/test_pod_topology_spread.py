@@ -905,6 +905,35 @@ def test_default_selector_from_owners() -> None:
     assert plugin.default_selector(rc_pod).empty
 
 
+def test_default_selector_from_services() -> None:
+    """A Service selects the pod when the pod has every label of its selector; the selectors
+    of those selecting it are merged, the others left out."""
+    snap = snapshot([n("n1", node="n1")])
+    plugin = PodTopologySpread(Handle(snap))  # type: ignore[arg-type]
+    incoming = spod("p", labels={"app": "web", "tier": "fe"})
+    assert plugin.default_selector(incoming).empty
+    for name, labels in [
+        ("app", {"app": "web"}),
+        ("both", {"app": "web", "tier": "fe"}),
+        ("other-value", {"app": "db"}),
+        ("missing-key", {"app": "web", "zone": "a"}),
+    ]:
+        snap.set_workload_selector("Service", "default", name, selector_of({"matchLabels": labels}))
+    snap.set_workload_selector(
+        "Service", "other", "elsewhere", selector_of({"matchLabels": {"app": "web", "x": "y"}})
+    )
+    s = plugin.default_selector(incoming)
+    assert s.matches({"app": "web", "tier": "fe"})
+    assert not s.matches({"app": "web"})
+    assert not s.matches({"app": "db", "tier": "fe"})
+    assert [c.topology_key for c in plugin.constraints(incoming, "ScheduleAnyway")] == [
+        "kubernetes.io/hostname",
+        "topology.kubernetes.io/zone",
+    ]
+    # A pod no Service selects gets no default constraints.
+    assert plugin.constraints(spod("q", labels={"app": "api"}), "ScheduleAnyway") == []
+
+
 def test_args() -> None:
     assert in_tree_registry().get("PodTopologySpread") is PodTopologySpread
     snap = Snapshot()
