@@ -6,10 +6,11 @@ Dashboards and alerts written for kube-scheduler (``scheduler_schedule_attempts_
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from kubesched.framework import FrameworkMetrics
 from kubesched.framework import exponential_buckets as _exponential
+from kubesched.framework._metrics import HistogramChild, LoopHistogram
 
 
 class SchedulerMetrics(FrameworkMetrics):
@@ -25,7 +26,9 @@ class SchedulerMetrics(FrameworkMetrics):
             ["result", "profile"],
             registry=r,
         )
-        self.scheduling_attempt_duration = Histogram(
+        # This and the binding duration are observed for every pod by the scheduling loop: the
+        # framework's lock-free histogram, as for its own per-cycle observations.
+        self.scheduling_attempt_duration = LoopHistogram(
             "scheduler_scheduling_attempt_duration_seconds",
             "Scheduling attempt latency in seconds (scheduling algorithm + binding)",
             ["result", "profile"],
@@ -41,15 +44,16 @@ class SchedulerMetrics(FrameworkMetrics):
             ["queue"],
             registry=r,
         )
-        self.binding_duration = Histogram(
+        self.binding_duration = LoopHistogram(
             "scheduler_binding_duration_seconds",
             "Binding latency in seconds",
+            [],
             buckets=_exponential(0.001, 2, 15),
             registry=r,
-        )
+        ).labels()
 
         # Labelled children cached by label values, as FrameworkMetrics does.
-        self._attempts: dict[tuple[str, str], tuple[Counter, Histogram]] = {}
+        self._attempts: dict[tuple[str, str], tuple[Counter, HistogramChild]] = {}
         self._pending: dict[str, Gauge] = {}
         # As kube-scheduler: every queue's series exists from the start, at 0, so dashboards and
         # alerts see an idle scheduler rather than no data.

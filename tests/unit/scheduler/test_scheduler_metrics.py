@@ -39,6 +39,20 @@ def test_observations_accumulate_per_label_set() -> None:
     total = "scheduler_schedule_attempts_total"
     assert value(m, total, result="scheduled", profile="p") == 2
     assert value(m, total, result="unschedulable", profile="p") == 1
+    attempt = "scheduler_scheduling_attempt_duration_seconds"
+    assert value(m, f"{attempt}_count", result="scheduled", profile="p") == 2
+    assert value(m, f"{attempt}_sum", result="scheduled", profile="p") == 0.2
+    assert value(m, f"{attempt}_bucket", result="scheduled", profile="p", le="0.128") == 2
+    assert value(m, f"{attempt}_bucket", result="scheduled", profile="p", le="0.064") == 0
+
+
+def test_binding_duration_is_exposed_from_the_start() -> None:
+    m = SchedulerMetrics()
+    assert value(m, "scheduler_binding_duration_seconds_count") == 0
+    m.binding_duration.observe(0.003)
+    assert value(m, "scheduler_binding_duration_seconds_count") == 1
+    assert value(m, "scheduler_binding_duration_seconds_bucket", le="0.004") == 1
+    assert value(m, "scheduler_binding_duration_seconds_bucket", le="0.002") == 0
 
 
 def test_pending_pods_follow_the_latest_counts() -> None:
