@@ -6,6 +6,8 @@ Dashboards and alerts written for kube-scheduler (``scheduler_schedule_attempts_
 
 from __future__ import annotations
 
+from functools import partial
+
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from kubesched.framework import FrameworkMetrics
@@ -54,7 +56,9 @@ class SchedulerMetrics(FrameworkMetrics):
 
         # Labelled children cached by label values, as FrameworkMetrics does.
         self._attempts: dict[tuple[str, str], tuple[Counter, HistogramChild]] = {}
-        self._pending: dict[str, Gauge] = {}
+        # Pending pods per sub-queue: the gauges read them when scraped, so that the queue's
+        # reports (one per pop) are a dict update, without prometheus_client's lock.
+        self._pending: dict[str, int] = {}
         # As kube-scheduler: every queue's series exists from the start, at 0, so dashboards and
         # alerts see an idle scheduler rather than no data.
         self.set_pending(dict.fromkeys(("active", "backoff", "unschedulable", "gated"), 0))
@@ -75,7 +79,7 @@ class SchedulerMetrics(FrameworkMetrics):
         """Set the sub-queues' counts (the queue passes those that changed)."""
         pending = self._pending
         for queue, n in counts.items():
-            gauge = pending.get(queue)
-            if gauge is None:
-                gauge = pending[queue] = self.pending_pods.labels(queue)
-            gauge.set(n)
+            new = queue not in pending
+            pending[queue] = n
+            if new:
+                self.pending_pods.labels(queue).set_function(partial(pending.__getitem__, queue))
