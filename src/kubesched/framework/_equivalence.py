@@ -410,9 +410,11 @@ class EquivalenceCache:
         *,
         plugin_scores: bool = True,
     ) -> tuple[dict[str, IntArray], IntArray] | None:
-        """Weighted scores per plugin (unless not ``plugin_scores``) and their sum over the
-        entry's feasible nodes, as ``Framework.run_score`` gives them, after PreScore ran on
-        those nodes; ``None`` when a Score plugin active for the pod is not node-local."""
+        """Weighted scores per plugin and their sum over the entry's feasible nodes, as
+        ``Framework.run_score`` gives them, after PreScore ran on those nodes; ``None`` when a
+        Score plugin active for the pod is not node-local. Without ``plugin_scores`` the
+        per-plugin scores are left out and the sum may be a view of the cache's, valid until
+        the next cycle."""
         plan = self._score_plan(state.skip_score_plugins)
         if not plan.local:
             return None
@@ -443,7 +445,11 @@ class EquivalenceCache:
             if plugin_scores
             else {}
         )
-        totals = scored.total[:n].copy() if leading else scored.total.take(feasible)
+        if leading:
+            # Without plugin scores nobody keeps the result past the cycle: a view will do.
+            totals = scored.total[:n].copy() if plugin_scores else scored.total[:n]
+        else:
+            totals = scored.total.take(feasible)
         return per_plugin, totals
 
     def _score_all(

@@ -915,7 +915,8 @@ class Framework:
         """kube-scheduler's ``schedulePod``: where ``pod`` should go.
 
         ``plugin_scores=False`` leaves out each plugin's scores where they would cost a copy
-        (only their sum decides).
+        (only their sum decides), and the result's ``totals`` are then valid until the next
+        cycle only.
 
         Raises :class:`NoNodesAvailableError` when the cluster has no nodes, :class:`FitError`
         when no node fits, :class:`FilterError`/:class:`ScoreError` on a plugin error.
