@@ -137,7 +137,7 @@ class _FilterPlan:
     """The Filter plugins active when the plugins in a skip set are skipped, and what the cache
     needs to know of them; made once per distinct skip set."""
 
-    __slots__ = ("epochs", "local", "plugins", "pod_plugins", "reads_pods")
+    __slots__ = ("epochs", "local", "per_node", "plugins", "pod_plugins", "reads_pods")
 
     def __init__(self, plugins: list[FilterPlugin]) -> None:
         self.plugins = plugins
@@ -145,6 +145,10 @@ class _FilterPlan:
         self.pod_plugins = [p for p in plugins if p.node_local_reads_pods]
         self.reads_pods = frozenset(p.name for p in self.pod_plugins)
         self.epochs = [p for p in plugins if _has_epoch(p)]
+        #: The plugins with a per-node form (by name).
+        self.per_node = frozenset(
+            p.name for p in plugins if type(p).filter is not FilterPlugin.filter
+        )
 
 
 class _ScorePlan:
@@ -215,7 +219,9 @@ class EquivalenceCache:
         plugins = plan.plugins
         table = self._snapshot.table
         shape = pod_shape(state.pod_info_of(pod))
-        key: Hashable = (shape, plan, *[p.node_local_epoch() for p in plan.epochs])
+        key: Hashable = (shape, plan)
+        if plan.epochs:
+            key = (shape, plan, *[p.node_local_epoch() for p in plan.epochs])
         entry = self._entries.pop(key, None)
         rows = self._changed(entry, table.version, table.layout)
         if entry is None or rows is None:
@@ -273,7 +279,7 @@ class EquivalenceCache:
         for group, group_plugins in ((every, plan.plugins), (some, plan.pod_plugins)):
             if not group:
                 continue
-            new = self._evaluate(state, pod, group, group_plugins, entry, record)
+            new = self._evaluate(state, pod, group, group_plugins, plan, entry, record)
             for r, sid in zip(group, new, strict=True):
                 if ids[r] != sid:
                     ids[r] = sid
@@ -287,6 +293,7 @@ class EquivalenceCache:
         pod: Pod,
         rows: list[int],
         plugins: Sequence[FilterPlugin],
+        plan: _FilterPlan,
         entry: Filtered,
         record: Record | None,
     ) -> list[int]:
@@ -305,9 +312,11 @@ class EquivalenceCache:
                 out[i] = sid
             return out
         at = self._snapshot.at
+        t0 = 0.0
         for p in plugins:
-            t0 = time.perf_counter()
-            per_node = type(p).filter is not FilterPlugin.filter
+            if record is not None:
+                t0 = time.perf_counter()
+            per_node = p.name in plan.per_node
             still = []
             for i in live:
                 if per_node:
@@ -421,7 +430,9 @@ class EquivalenceCache:
         table = self._snapshot.table
         feasible = entry.feasible
         assert feasible is not None
-        key: Hashable = (plan, *[p.node_local_epoch() for p in plan.epochs])
+        key: Hashable = plan
+        if plan.epochs:
+            key = (plan, *[p.node_local_epoch() for p in plan.epochs])
         # Taken out while it is brought up to date: an error halfway leaves none behind.
         scored = entry.scored.pop(key, None)
         rows = self._changed(scored, table.version, table.layout)
@@ -502,11 +513,13 @@ class EquivalenceCache:
         at = self._snapshot.at
         lo, hi = SCORE_RANGE
         total = scored.total
+        t0 = 0.0
         for i, p in enumerate(plan.plugins):
             live = both if plan.reads_pods[i] else node_rows
             if not live:
                 continue
-            t0 = time.perf_counter()
+            if record is not None:
+                t0 = time.perf_counter()
             if plan.per_node[i] and len(live) <= _FEW_ROWS:
                 values = []
                 for r in live:
