@@ -363,8 +363,18 @@ def bench() -> None:
 @click.option(
     "-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True
 )
+@click.option(
+    "--plugins",
+    "plugin_set",
+    type=click.Choice(["core", "default"]),
+    help="core: kube-scheduler's default profile without InterPodAffinity, PodTopologySpread, "
+    "the volume plugins, DynamicResources and DefaultPreemption; default: all of it. "
+    "[default: core; default with --profile spread]",
+)
 @click.option("--seed", default=0, show_default=True, help="Seed of the tie-breaking RNG.")
-def bench_core(nodes: int, pods: int, profile: str, output: str, seed: int) -> None:
+def bench_core(
+    nodes: int, pods: int, profile: str, plugin_set: str | None, output: str, seed: int
+) -> None:
     """Schedule PODS pods onto NODES nodes in memory, through `run`'s scheduling loop.
 
     Reports decisions per second, per-cycle latency percentiles and peak RSS.
@@ -373,7 +383,14 @@ def bench_core(nodes: int, pods: int, profile: str, output: str, seed: int) -> N
 
     from kubesched.bench import StderrProgress, core_table, run_core  # noqa: PLC0415
 
-    result = run_core(nodes=nodes, pods=pods, profile=profile, seed=seed, progress=StderrProgress())
+    result = run_core(
+        nodes=nodes,
+        pods=pods,
+        profile=profile,
+        seed=seed,
+        plugin_set=plugin_set,
+        progress=StderrProgress(),
+    )
     if output == "json":
         click.echo(json.dumps(result.to_json(), indent=2))
     else:

@@ -26,11 +26,12 @@ import msgspec
 
 from kubesched.api import Node, Pod
 from kubesched.bench._placement import check_placement
+from kubesched.bench._plugin_sets import plugin_set_config
 from kubesched.bench._proc import own_peak_rss_bytes, reset_peak_rss, sample
 from kubesched.bench._progress import Progress, Silent
 from kubesched.bench._stats import Summary
 from kubesched.bench._workloads import Workload, workload
-from kubesched.config import KubeSchedulerConfiguration, default_config
+from kubesched.config import KubeSchedulerConfiguration
 from kubesched.framework import (
     ClusterEventWithHint,
     Framework,
@@ -131,6 +132,9 @@ class CoreResult:
     pods: int
     profile: str
     seed: int
+    #: The scheduler plugins: ``core`` or ``default`` (see ``kubesched.bench._plugin_sets``),
+    #: ``custom`` for a configuration given by the caller.
+    plugin_set: str
     scheduled: int
     unscheduled: int
     attempts: int
@@ -300,12 +304,18 @@ def run_core(
     pods: int,
     profile: str = "default",
     seed: int = 0,
+    plugin_set: str | None = None,
     config: KubeSchedulerConfiguration | None = None,
     registry: Registry | None = None,
     progress: Progress | None = None,
     timeout: float = 3600.0,
 ) -> CoreResult:
-    """Schedule ``pods`` pods of ``profile`` onto ``nodes`` empty nodes, in memory."""
+    """Schedule ``pods`` pods of ``profile`` onto ``nodes`` empty nodes, in memory, with the
+    plugins of ``plugin_set`` (``config``, when given, instead). By default ``core``, but
+    ``default`` for the ``spread`` pods, whose constraints need the plugins ``core`` leaves
+    out."""
+    if plugin_set is None:
+        plugin_set = "default" if profile == "spread" else "core"
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}; one of {', '.join(PROFILES)}")
     if registry is None:
@@ -317,7 +327,7 @@ def run_core(
     pod_objs = make_pods(shape, pods)
     scheduler, cluster, writer, metrics, timing = asyncio.run(
         _run(
-            config or default_config(),
+            config or plugin_set_config(plugin_set),
             registry,
             node_objs,
             pod_objs,
@@ -335,6 +345,7 @@ def run_core(
         pods=pods,
         profile=profile,
         seed=seed,
+        plugin_set="custom" if config is not None else plugin_set,
         scheduled=cluster.bound,
         unscheduled=pods - cluster.bound,
         attempts=len(cycles),

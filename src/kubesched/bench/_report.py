@@ -51,7 +51,10 @@ def core_table(r: CoreResult) -> str:
         ("setup", f"{r.setup_s:.2f} s (not measured)"),
         ("load average", f"{r.load_average[0]:.2f} at start, {r.load_average[1]:.2f} at end"),
     ]
-    head = f"bench core: {r.nodes} nodes, {r.pods} pods, profile {r.profile}, seed {r.seed}"
+    head = (
+        f"bench core: {r.nodes} nodes, {r.pods} pods, profile {r.profile}, "
+        f"plugins {r.plugin_set}, seed {r.seed}"
+    )
     points = ", ".join(f"{k} {v * 1e6:.0f}" for k, v in r.extension_points.items())
     plugins = "\n".join(f"  {v * 1e6:8.1f} µs  {k}" for k, v in r.plugins.items())
     return (

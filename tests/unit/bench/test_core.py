@@ -9,6 +9,9 @@ import pytest
 from builders import make_pod
 from kubesched.bench import MemoryCluster, run_core
 from kubesched.bench._core import BindConflictError
+from kubesched.bench._plugin_sets import NOT_CORE, plugin_set_config
+from kubesched.framework import Snapshot, build_frameworks
+from kubesched.plugins import in_tree_registry
 
 
 def test_schedules_every_pod_without_overcommitting() -> None:
@@ -85,3 +88,18 @@ def test_memory_cluster_refuses_what_the_api_server_would() -> None:
     bound = cluster.lookup("default", "p")
     assert bound is not None
     assert bound.spec.node_name == "n1"
+
+
+def test_plugin_sets() -> None:
+    core = run_core(nodes=5, pods=10)
+    assert core.plugin_set == "core"
+    assert core.scheduled == 10
+    fw = next(iter(build_frameworks(plugin_set_config("core"), in_tree_registry(), Snapshot()).values()))
+    enabled = {name for plugins in fw.plugins_by_point().values() for name, _ in plugins}
+    assert enabled.isdisjoint(NOT_CORE)
+    assert {"NodeResourcesFit", "TaintToleration", "ImageLocality", "DefaultBinder"} <= enabled
+    assert run_core(nodes=5, pods=10, plugin_set="default").plugin_set == "default"
+    # Topology spread and anti-affinity pods need the whole default profile.
+    assert run_core(nodes=6, pods=12, profile="spread").plugin_set == "default"
+    with pytest.raises(ValueError, match="unknown plugin set"):
+        run_core(nodes=1, pods=1, plugin_set="most")

@@ -59,7 +59,7 @@ def test_e2e_table_has_a_column_per_scheduler() -> None:
 
 def test_core_table() -> None:
     text = core_table(run_core(nodes=3, pods=5))
-    assert "bench core: 3 nodes, 5 pods, profile default" in text
+    assert "bench core: 3 nodes, 5 pods, profile default, plugins core" in text
     assert "scheduled" in text
     assert "5 / 5" in text
     assert "0 overcommitted nodes" in text
