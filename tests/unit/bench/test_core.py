@@ -94,7 +94,8 @@ def test_plugin_sets() -> None:
     core = run_core(nodes=5, pods=10)
     assert core.plugin_set == "core"
     assert core.scheduled == 10
-    fw = next(iter(build_frameworks(plugin_set_config("core"), in_tree_registry(), Snapshot()).values()))
+    frameworks = build_frameworks(plugin_set_config("core"), in_tree_registry(), Snapshot())
+    fw = next(iter(frameworks.values()))
     enabled = {name for plugins in fw.plugins_by_point().values() for name, _ in plugins}
     assert enabled.isdisjoint(NOT_CORE)
     assert {"NodeResourcesFit", "TaintToleration", "ImageLocality", "DefaultBinder"} <= enabled
