@@ -6,9 +6,12 @@ Dashboards and alerts written for kube-scheduler (``scheduler_schedule_attempts_
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from functools import partial
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry, Gauge
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from kubesched.framework import FrameworkMetrics
 from kubesched.framework import exponential_buckets as _exponential
@@ -21,13 +24,9 @@ class SchedulerMetrics(FrameworkMetrics):
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         super().__init__(registry)
         r = self.registry
-        self.schedule_attempts = Counter(
-            "scheduler_schedule_attempts",
-            "Number of attempts to schedule pods, by the result. 'unschedulable' means a pod "
-            "could not be scheduled, while 'error' means an internal scheduler problem.",
-            ["result", "profile"],
-            registry=r,
-        )
+        # Labelled histogram children cached by label values, as FrameworkMetrics does.
+        self._attempts: dict[tuple[str, str], HistogramChild] = {}
+        self.schedule_attempts = _AttemptsCounter(self._attempts, r)
         # This and the binding duration are observed for every pod by the scheduling loop: the
         # framework's lock-free histogram, as for its own per-cycle observations.
         self.scheduling_attempt_duration = LoopHistogram(
@@ -54,8 +53,6 @@ class SchedulerMetrics(FrameworkMetrics):
             registry=r,
         ).labels()
 
-        # Labelled children cached by label values, as FrameworkMetrics does.
-        self._attempts: dict[tuple[str, str], tuple[Counter, HistogramChild]] = {}
         # Pending pods per sub-queue: the gauges read them when scraped, so that the queue's
         # reports (one per pop) are a dict update, without prometheus_client's lock.
         self._pending: dict[str, int] = {}
@@ -65,15 +62,10 @@ class SchedulerMetrics(FrameworkMetrics):
 
     def attempt(self, result: str, profile: str, seconds: float) -> None:
         key = (result, profile)
-        children = self._attempts.get(key)
-        if children is None:
-            children = (
-                self.schedule_attempts.labels(result, profile),
-                self.scheduling_attempt_duration.labels(result, profile),
-            )
-            self._attempts[key] = children
-        children[0].inc()
-        children[1].observe(seconds)
+        child = self._attempts.get(key)
+        if child is None:
+            child = self._attempts[key] = self.scheduling_attempt_duration.labels(result, profile)
+        child.observe(seconds)
 
     def set_pending(self, counts: dict[str, int]) -> None:
         """Set the sub-queues' counts (the queue passes those that changed)."""
@@ -83,3 +75,37 @@ class SchedulerMetrics(FrameworkMetrics):
             pending[queue] = n
             if new:
                 self.pending_pods.labels(queue).set_function(partial(pending.__getitem__, queue))
+
+
+class _AttemptsCounter(Collector):
+    """``scheduler_schedule_attempts_total``, read off the attempt-duration histogram's counts
+    when scraped.
+
+    kube-scheduler increments the counter and observes the histogram together, for every attempt
+    and with the same labels, so the two counts are the same; an attempt then costs one lock-free
+    observation rather than also a prometheus_client ``Counter.inc`` (which takes a lock).
+    """
+
+    _NAME = "scheduler_schedule_attempts"
+    _DOC = (
+        "Number of attempts to schedule pods, by the result. 'unschedulable' means a pod could "
+        "not be scheduled, while 'error' means an internal scheduler problem."
+    )
+
+    def __init__(
+        self, attempts: dict[tuple[str, str], HistogramChild], registry: CollectorRegistry
+    ) -> None:
+        self._attempts = attempts
+        registry.register(self)
+
+    def collect(self) -> Iterator[Metric]:
+        family = self._family()
+        for (result, profile), child in list(self._attempts.items()):
+            family.add_metric([result, profile], float(sum(list(child.counts))))
+        yield family
+
+    def describe(self) -> Iterator[Metric]:
+        yield self._family()
+
+    def _family(self) -> CounterMetricFamily:
+        return CounterMetricFamily(self._NAME, self._DOC, labels=["result", "profile"])

@@ -88,7 +88,8 @@ ACTIVE = "active"
 BACKOFF = "backoff"
 UNSCHEDULABLE = "unschedulable"
 GATED = "gated"
-_SUB_QUEUES = (ACTIVE, BACKOFF, UNSCHEDULABLE, GATED)
+#: The sub-queues other than activeQ, in the order :meth:`SchedulingQueue._report` keeps counts.
+_NOT_ACTIVE = (BACKOFF, UNSCHEDULABLE, GATED)
 
 _POD_TOPOLOGY_SPREAD = "PodTopologySpread"
 _PRE_ENQUEUE = "PreEnqueue"
@@ -319,8 +320,10 @@ class SchedulingQueue:
         self._closed = False
         self._closed_event = asyncio.Event()
         self._wakeup = asyncio.Event()
-        # Nothing reported yet: every count differs from -1.
-        self._reported = (-1, -1, -1, -1)
+        # Nothing reported yet: every count differs from -1. activeQ's count apart from the
+        # others': most reports (a pop, an add) change it alone.
+        self._reported_active = -1
+        self._reported_rest = (-1, -1, -1)
 
     # -- informer events for pending pods ------------------------------------------------------
 
@@ -549,8 +552,12 @@ class SchedulingQueue:
 
     def assigned_pod_added(self, pod: Pod) -> None:
         """A bound pod appeared: it may satisfy pending pods' pod affinity or spread."""
-        self._move_pods(self._pods_with_cross_topology_term(pod), EVENT_ASSIGNED_POD_ADD, None, pod)
-        self._report()
+        # Mostly no pod waits in unschedulablePods: then none moves and no count changes (the
+        # event is still kept for the pods in flight).
+        pods = self._pods_with_cross_topology_term(pod) if self._unschedulable else []
+        self._move_pods(pods, EVENT_ASSIGNED_POD_ADD, None, pod)
+        if pods:
+            self._report()
 
     def assigned_pod_updated(self, old: Pod, new: Pod) -> None:
         """A bound pod changed: a request scaled down may let any pod fit; other changes
@@ -679,17 +686,13 @@ class SchedulingQueue:
 
     def counts(self) -> dict[str, int]:
         """Pending pods per sub-queue, as ``scheduler_pending_pods`` labels them."""
-        return dict(zip(_SUB_QUEUES, self._counts(), strict=True))
-
-    def _counts(self) -> tuple[int, int, int, int]:
-        """:meth:`counts` in :data:`_SUB_QUEUES` order, without building a dict."""
         gated = len(self._gated)
-        return (
-            len(self._active),
-            len(self._backoff),
-            len(self._unschedulable) - gated,
-            gated,
-        )
+        return {
+            ACTIVE: len(self._active),
+            BACKOFF: len(self._backoff),
+            UNSCHEDULABLE: len(self._unschedulable) - gated,
+            GATED: gated,
+        }
 
     def pending_summary(self) -> str:
         """kube-scheduler's ``activeQ:1; backoffQ:0; unschedulablePods:2``."""
@@ -1093,19 +1096,26 @@ class SchedulingQueue:
     # -- internals: metrics --------------------------------------------------------------------
 
     def _report(self) -> None:
-        if self._metric is None:
+        metric = self._metric
+        if metric is None:
             return
-        counts = self._counts()
-        reported = self._reported
-        if counts != reported:
-            self._reported = counts
-            self._metric(
-                {
-                    queue: n
-                    for queue, n, before in zip(_SUB_QUEUES, counts, reported, strict=True)
-                    if n != before
-                }
-            )
+        active = len(self._active)
+        gated = len(self._gated)
+        rest = (len(self._backoff), len(self._unschedulable) - gated, gated)
+        reported = self._reported_rest
+        if rest == reported:
+            if active != self._reported_active:
+                self._reported_active = active
+                metric({ACTIVE: active})
+            return
+        changed = {
+            q: n for q, n, before in zip(_NOT_ACTIVE, rest, reported, strict=True) if n != before
+        }
+        if active != self._reported_active:
+            changed[ACTIVE] = active
+        self._reported_active = active
+        self._reported_rest = rest
+        metric(changed)
 
 
 def _affinity_terms_match(pending: Pod, bound: Pod) -> bool:

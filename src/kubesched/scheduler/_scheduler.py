@@ -104,7 +104,9 @@ class Scheduler:
         self.metrics = metrics
         self._pod_lookup = pod_lookup
         self._observer = observer
-        self._binding: set[asyncio.Task[None]] = set()
+        # Binding cycles in flight, by pod UID (a pod has one at a time: it is assumed until its
+        # cycle ends, and an assumed pod is not scheduled again).
+        self._binding: dict[str, asyncio.Task[None]] = {}
         # Seeded: which cycles are timed does not change between runs.
         self._sample = random.Random(0)
         self._stopping = False
@@ -181,10 +183,12 @@ class Scheduler:
     async def drain(self) -> None:
         """Wait for every binding cycle in flight."""
         while self._binding:
-            tasks = list(self._binding)
-            await asyncio.gather(*tasks, return_exceptions=True)
+            tasks = dict(self._binding)
+            await asyncio.gather(*tasks.values(), return_exceptions=True)
             # A task cancelled before it ever ran could not remove itself.
-            self._binding.difference_update(tasks)
+            for uid, task in tasks.items():
+                if self._binding.get(uid) is task:
+                    del self._binding[uid]
 
     def stop(self) -> None:
         self._stopping = True
@@ -254,10 +258,8 @@ class Scheduler:
             return self._fail(fwk, qpi, REASON_SCHEDULER_ERROR, status.message, start)
         # The task leaves ``_binding`` itself when it ends (a done callback would cost a turn of
         # the event loop per pod).
-        self._binding.add(
-            asyncio.get_running_loop().create_task(
-                self._binding_cycle(fwk, state, qpi, host, start, waiting)
-            )
+        self._binding[pod.metadata.uid] = asyncio.get_running_loop().create_task(
+            self._binding_cycle(fwk, state, qpi, host, start, waiting)
         )
         return Outcome(pod.key, host, "Assumed", "")
 
@@ -300,8 +302,8 @@ class Scheduler:
                 return
             self._binding_failed(fwk, state, qpi, host, start, status)
         finally:
-            # Its own task leaves the set of binding cycles in flight (see :meth:`drain`).
-            self._binding.discard(asyncio.current_task())
+            # Its own task leaves the binding cycles in flight (see :meth:`drain`).
+            self._binding.pop(pod.metadata.uid, None)
 
     def _binding_failed(
         self,

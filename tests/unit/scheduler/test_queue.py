@@ -808,6 +808,20 @@ def test_assigned_pod_added_moves_only_pods_it_may_help() -> None:
     assert EVENT_ASSIGNED_POD_ADD.resource == "AssignedPod"
 
 
+def test_a_bound_pod_added_while_no_pod_is_unschedulable_is_kept_for_pods_in_flight() -> None:
+    events = {"InterPodAffinity": [ClusterEventWithHint(ClusterEvent("Pod", ActionType.ADD))]}
+    clock = FakeClock()
+    q = make_queue(clock, events)
+    pod = make_pod("wants-db")
+    q.add(pod)
+    qpi = pop(q)
+    q.assigned_pod_added(make_pod("db-0", labels={"app": "db"}, node_name="n1"))
+    fail(q, qpi, "InterPodAffinity")
+    # The event came while the pod was in flight: it may fit now, so it backs off rather than
+    # waiting in unschedulablePods for an event that has passed.
+    assert q.where(uid(pod)) == BACKOFF
+
+
 def test_assigned_pod_scaled_down_moves_resource_rejections() -> None:
     events = {
         "NodeResourcesFit": [
@@ -912,7 +926,11 @@ def test_no_pod_is_ever_lost_or_duplicated(pop_from_backoff: bool) -> None:
             )
         ],
     }
-    q = make_queue(clock, events, pop_from_backoff=pop_from_backoff)
+    # The pending-pods metric gets only what changed: applied in turn, the reports are the counts.
+    reported: dict[str, int] = {}
+    q = make_queue(
+        clock, events, pop_from_backoff=pop_from_backoff, pending_pods_metric=reported.update
+    )
     live: dict[str, Pod] = {}
     flying: dict[str, QueuedPodInfo] = {}
     for step in range(3000):
@@ -962,6 +980,8 @@ def test_no_pod_is_ever_lost_or_duplicated(pop_from_backoff: bool) -> None:
         assert set(queued) | (in_flight & live.keys()) == live.keys()
         assert not set(queued) & in_flight
         assert set(flying) == in_flight
+        if reported or len(q):
+            assert reported == q.counts()
     # Drain: lift every gate and every rejection; all live pods come out.
     for qpi in list(flying.values()):
         q.done(uid(qpi.pod))

@@ -57,7 +57,7 @@ def test_a_binding_cycle_leaves_the_set_in_flight_when_it_ends() -> None:
             qpi = scheduler.queue.try_pop()
             assert qpi is not None
             assert scheduler.schedule_one(qpi).node == "n1"
-        tasks = list(scheduler._binding)
+        tasks = list(scheduler._binding.values())
         assert len(tasks) == 3
         await asyncio.sleep(0)  # the turn in which the three binding cycles run
         assert all(t.done() for t in tasks)
@@ -76,7 +76,7 @@ def test_drain_returns_though_a_binding_task_was_cancelled_before_it_ran() -> No
         qpi = scheduler.queue.try_pop()
         assert qpi is not None
         scheduler.schedule_one(qpi)
-        (task,) = scheduler._binding
+        (task,) = scheduler._binding.values()
         task.cancel()
         await asyncio.wait_for(scheduler.drain(), timeout=5)
         assert not scheduler._binding
