@@ -159,6 +159,16 @@ def test_a_sort_key_orders_the_active_queue_as_less_does() -> None:
     assert names == ["p2", "p5", "p0", "p1", "p3", "p4"]
 
 
+def test_pods_whose_sort_keys_tie_are_ordered_by_less() -> None:
+    clock = FakeClock()
+    # A key that ties for every pod (by priority only); less also orders by first attempt.
+    q = make_queue(clock, sort_key=lambda qpi: (-(qpi.pod.spec.priority or 0), 0))
+    for i in (3, 1, 4, 0, 2):
+        clock.now = 1000.0 + i
+        q.add(make_pod(f"p{i}", priority=5 if i == 4 else 1))
+    assert [pop(q).pod.metadata.name for _ in range(5)] == ["p4", "p0", "p1", "p2", "p3"]
+
+
 def test_pop_counts_attempts_resets_plugins_and_tracks_in_flight() -> None:
     clock = FakeClock()
     q = make_queue(clock, pop_from_backoff=False)
