@@ -435,6 +435,12 @@ def balanced_resource_score(requested: Sequence[int], allocatable: Sequence[int]
     deviation of the requested/allocatable fractions (each capped at 1) of the resources with
     allocatable > 0; with two fractions it is ``|f1 - f2| / 2``, with fewer it is 0. Float64
     arithmetic in Go's order of operations."""
+    if len(requested) == 2 and allocatable[0] and allocatable[1]:
+        # The default (cpu and memory, both on the node), on every changed node each cycle.
+        f0 = float(requested[0]) / float(allocatable[0])
+        f1 = float(requested[1]) / float(allocatable[1])
+        std = abs(((f0 if f0 <= 1 else 1.0) - (f1 if f1 <= 1 else 1.0)) / 2)
+        return int((1 - std) * float(MAX_NODE_SCORE))
     fractions: list[float] = []
     total = 0.0
     for q, a in zip(requested, allocatable, strict=True):
