@@ -21,7 +21,9 @@ nodes have an image).
 
 from __future__ import annotations
 
+import random
 import time
+from bisect import bisect_left
 from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING
 
@@ -112,7 +114,17 @@ class _Scored:
     """A shape's scores: per Score plugin, raw (before NormalizeScore) and weighted per slot,
     and their weighted sum; valid on the feasible slots they were made for."""
 
-    __slots__ = ("feasible", "layout", "raw", "total", "version", "weighted")
+    __slots__ = (
+        "best",
+        "feasible",
+        "layout",
+        "raw",
+        "ties",
+        "total",
+        "valid",
+        "version",
+        "weighted",
+    )
 
     def __init__(self, n_plugins: int, capacity: int, version: int, layout: int) -> None:
         self.raw: list[IntArray] = [np.zeros(capacity, dtype=np.int64) for _ in range(n_plugins)]
@@ -123,6 +135,44 @@ class _Scored:
         self.version = version
         self.layout = layout
         self.feasible: IntArray | None = None
+        #: Rows whose raw scores are every plugin's for the row as it is now.
+        self.valid = np.zeros(capacity, dtype=np.bool_)
+        #: The top total and the feasible slots that have it, ascending (``None``: to find).
+        #: Kept up to date as rows change: a pass over every node per pod otherwise.
+        self.best = 0
+        self.ties: list[int] | None = None
+
+    def pick(self, feasible: IntArray, leading: bool, rng: random.Random) -> int:
+        """The slot of a feasible node with the top total, drawn among equals as
+        ``Framework.schedule_pod`` draws (the same draw from ``rng`` picks the same node)."""
+        ties = self.ties
+        if ties is None:
+            totals = self.total[: len(feasible)] if leading else self.total.take(feasible)
+            top = totals[totals.argmax()]
+            self.best = int(top)
+            ties = self.ties = feasible[(totals == top).nonzero()[0]].tolist()
+        return ties[rng.randrange(len(ties))] if len(ties) > 1 else ties[0]
+
+    def retie(self, rows: list[int]) -> None:
+        """Bring :attr:`ties` up to date after the totals of feasible ``rows`` changed."""
+        ties = self.ties
+        if ties is None:
+            return
+        best, total = self.best, self.total
+        for r in rows:
+            t = total.item(r)
+            i = bisect_left(ties, r)
+            tied = i < len(ties) and ties[i] == r
+            if t > best:
+                self.best = best = t
+                ties[:] = [r]
+            elif t == best:
+                if not tied:
+                    ties.insert(i, r)
+            elif tied:
+                del ties[i]
+        if not ties:
+            self.ties = None
 
 
 #: How the runtime checks a score plugin's scores: raises on one out of range.
@@ -137,13 +187,19 @@ class _FilterPlan:
     """The Filter plugins active when the plugins in a skip set are skipped, and what the cache
     needs to know of them; made once per distinct skip set."""
 
-    __slots__ = ("epochs", "local", "per_node", "plugins", "pod_plugins", "reads_pods")
+    __slots__ = ("epochs", "local", "per_node", "plugins", "pod_plugins", "recheck_on_pods")
 
     def __init__(self, plugins: list[FilterPlugin]) -> None:
         self.plugins = plugins
         self.local = all(p.node_local for p in plugins)
         self.pod_plugins = [p for p in plugins if p.node_local_reads_pods]
-        self.reads_pods = frozenset(p.name for p in self.pod_plugins)
+        # A node failed by one of these may fail otherwise once its pods change: the plugin
+        # reads pods, or one that runs before it does.
+        recheck: list[str] = []
+        for p in plugins:
+            if p.node_local_reads_pods or recheck:
+                recheck.append(p.name)
+        self.recheck_on_pods = frozenset(recheck)
         self.epochs = [p for p in plugins if _has_epoch(p)]
         #: The plugins with a per-node form (by name).
         self.per_node = frozenset(
@@ -262,10 +318,10 @@ class EquivalenceCache:
     ) -> None:
         """Verdicts again on the changed rows. Where only pods changed, a node that passed is
         asked again by the plugins that read pods; one that failed, by every plugin if the one
-        that failed it reads pods (others may come after it), else not at all."""
+        that failed it reads pods or runs after one that does, else not at all."""
         node_rows, pod_rows = rows
         present, ids = self._snapshot.table.present, entry.ids
-        reads_pods = plan.reads_pods
+        recheck = plan.recheck_on_pods
         every: list[int] = []
         some: list[int] = []
         for r in node_rows:
@@ -273,7 +329,7 @@ class EquivalenceCache:
         for r in pod_rows:
             if not present[r] or not ids[r]:
                 some.append(r)
-            elif entry.status(int(ids[r])).plugin in reads_pods:
+            elif entry.status(int(ids[r])).plugin in recheck:
                 every.append(r)
         dirty = False
         for group, group_plugins in ((every, plan.plugins), (some, plan.pod_plugins)):
@@ -416,14 +472,15 @@ class EquivalenceCache:
         entry: Filtered,
         check: RangeCheck,
         record: Record | None,
+        rng: random.Random,
         *,
         plugin_scores: bool = True,
-    ) -> tuple[dict[str, IntArray], IntArray] | None:
+    ) -> tuple[dict[str, IntArray], IntArray, int] | None:
         """Weighted scores per plugin and their sum over the entry's feasible nodes, as
-        ``Framework.run_score`` gives them, after PreScore ran on those nodes; ``None`` when a
-        Score plugin active for the pod is not node-local. Without ``plugin_scores`` the
-        per-plugin scores are left out and the sum may be a view of the cache's, valid until
-        the next cycle."""
+        ``Framework.run_score`` gives them, after PreScore ran on those nodes, and the slot of
+        the node picked (:meth:`_Scored.pick`); ``None`` when a Score plugin active for the pod
+        is not node-local. Without ``plugin_scores`` the per-plugin scores are left out and the
+        sum may be a view of the cache's, valid until the next cycle."""
         plan = self._score_plan(state.skip_score_plugins)
         if not plan.local:
             return None
@@ -461,7 +518,7 @@ class EquivalenceCache:
             totals = scored.total[:n].copy() if plugin_scores else scored.total[:n]
         else:
             totals = scored.total.take(feasible)
-        return per_plugin, totals
+        return per_plugin, totals, scored.pick(feasible, leading, rng)
 
     def _score_all(
         self,
@@ -483,6 +540,7 @@ class EquivalenceCache:
             if s is not None and s.code != Code.SUCCESS:
                 raise BailError
             scored.raw[i][feasible] = scores
+        scored.valid[feasible] = True
         self._normalize(state, pod, scored, plan, feasible, check)
         return scored
 
@@ -497,15 +555,26 @@ class EquivalenceCache:
         check: RangeCheck,
         record: Record | None,
     ) -> bool:
-        """Score the changed rows that are feasible now (where only pods changed, by the
-        plugins that read pods); whether a plugin that normalizes saw a score change (its
-        normalized scores may all move).
+        """Score the changed rows that are feasible now (where only pods changed and the row's
+        scores were valid, by the plugins that read pods); whether a plugin that normalizes saw
+        a score change (its normalized scores may all move).
 
-        Rows that are not feasible are never read; a row becomes feasible only by changing, so
-        it is among ``rows`` then."""
-        ids, present = entry.ids, self._snapshot.table.present
-        node_rows = [r for r in rows[0] if present[r] and not ids[r]]
-        pod_rows = [r for r in rows[1] if present[r] and not ids[r]]
+        Rows that are not feasible are not scored, and their scores are no longer valid; a row
+        becomes feasible only by changing, so it is among ``rows`` then, and is scored by every
+        plugin."""
+        ids, present, valid = entry.ids, self._snapshot.table.present, scored.valid
+        node_rows: list[int] = []
+        pod_rows: list[int] = []
+        for r in rows[0]:
+            if present[r] and not ids[r]:
+                node_rows.append(r)
+            else:
+                valid[r] = False
+        for r in rows[1]:
+            if present[r] and not ids[r]:
+                (pod_rows if valid[r] else node_rows).append(r)
+            else:
+                valid[r] = False
         if not node_rows and not pod_rows:
             return False
         both = node_rows + pod_rows
@@ -551,6 +620,9 @@ class EquivalenceCache:
                 w = v * weight
                 total[r] = total.item(r) + w - weighted.item(r)
                 weighted[r] = w
+        valid[both] = True
+        if not renormalize:
+            scored.retie(both)
         return renormalize
 
     def _normalize(
@@ -579,3 +651,4 @@ class EquivalenceCache:
             scored.weighted[i][feasible] = scores
             total[feasible] += scores
         scored.feasible = feasible
+        scored.ties = None

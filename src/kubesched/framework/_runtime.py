@@ -854,8 +854,9 @@ class Framework:
 
     def _cached_score(
         self, state: CycleState, pod: Pod, entry: Filtered, plugin_scores: bool
-    ) -> tuple[dict[str, IntArray], IntArray] | None:
-        """Score from the per-shape cache, when every active Score plugin is node-local."""
+    ) -> tuple[dict[str, IntArray], IntArray, int] | None:
+        """Score from the per-shape cache, when every active Score plugin is node-local: the
+        scores, their sums, and the slot of the node picked."""
         start = time.perf_counter()
         try:
             out = self._equivalence.score(
@@ -864,6 +865,7 @@ class Framework:
                 entry,
                 _check_range,
                 self._plugin_timer(state),
+                self._rng,
                 plugin_scores=plugin_scores,
             )
         except BailError:
@@ -941,12 +943,17 @@ class Framework:
         if status is not None:
             raise ScoreError(status.plugin, status)
         scored = None if entry is None else self._cached_score(state, pod, entry, plugin_scores)
-        per_plugin, totals = scored or self.run_score(state, pod, feasible)
-        # argmax finds the top score in a fraction of max's time; the ties are all nodes with it.
-        best = (totals == totals[totals.argmax()]).nonzero()[0]
-        pick = int(best[self._rng.randrange(len(best))]) if len(best) > 1 else int(best[0])
+        if scored is not None:
+            per_plugin, totals, slot = scored
+        else:
+            per_plugin, totals = self.run_score(state, pod, feasible)
+            # argmax finds the top score in a fraction of max's time; the ties are all nodes
+            # with it.
+            best = (totals == totals[totals.argmax()]).nonzero()[0]
+            pick = int(best[self._rng.randrange(len(best))]) if len(best) > 1 else int(best[0])
+            slot = int(feasible.slots[pick])
         return ScheduleResult(
-            suggested_host=self._snapshot.table.names[int(feasible.slots[pick])],
+            suggested_host=self._snapshot.table.names[slot],
             evaluated_nodes=evaluated,
             feasible_nodes=len(feasible),
             feasible_slots=feasible.slots,

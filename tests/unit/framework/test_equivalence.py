@@ -12,7 +12,7 @@ import pytest
 
 from builders import make_node, make_pod
 from kubesched.api import Node, Pod
-from kubesched.config import default_config
+from kubesched.config import KubeSchedulerConfiguration, default_config, load_config_from_dict
 from kubesched.framework import (
     CycleState,
     FitError,
@@ -126,13 +126,37 @@ def _pod(name: str, shape: int) -> Pod:
     return make_pod(name, cpu="64")
 
 
-class _Side:
-    """One snapshot and the default profile over it."""
+def _reversed_filters() -> KubeSchedulerConfiguration:
+    """The default profile with its Filter plugins in reverse order: plugins that read pods
+    run before those that read the Node alone."""
+    frameworks = build_frameworks(default_config(), in_tree_registry(), Snapshot())
+    names = [n for n, _ in next(iter(frameworks.values())).plugins_by_point()["filter"]]
+    return load_config_from_dict(
+        {
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            "profiles": [
+                {
+                    "schedulerName": "default-scheduler",
+                    "plugins": {
+                        "filter": {
+                            "disabled": [{"name": "*"}],
+                            "enabled": [{"name": n} for n in reversed(names)],
+                        }
+                    },
+                }
+            ],
+        }
+    )
 
-    def __init__(self, cached: bool) -> None:
+
+class _Side:
+    """One snapshot and a profile over it."""
+
+    def __init__(self, cached: bool, config: KubeSchedulerConfiguration) -> None:
         self.snapshot = Snapshot()
         frameworks = build_frameworks(
-            default_config(), in_tree_registry(), self.snapshot, rng=random.Random(7)
+            config, in_tree_registry(), self.snapshot, rng=random.Random(7)
         )
         self.fw: Framework = next(iter(frameworks.values()))
         if not cached:
@@ -151,12 +175,12 @@ def _same(a: ScheduleResult | str, b: ScheduleResult | str) -> None:
     if isinstance(a, str) or isinstance(b, str):
         assert a == b
         return
-    assert a.suggested_host == b.suggested_host
     assert a.feasible_slots.tolist() == b.feasible_slots.tolist()
-    assert a.totals.tolist() == b.totals.tolist()
     assert a.plugin_scores.keys() == b.plugin_scores.keys()
     for name, scores in a.plugin_scores.items():
         assert scores.tolist() == b.plugin_scores[name].tolist(), name
+    assert a.totals.tolist() == b.totals.tolist()
+    assert a.suggested_host == b.suggested_host
     assert a.evaluated_nodes == b.evaluated_nodes
     statuses = {(int(s), repr(g.status)) for g in a.diagnosis.groups for s in g.slots.tolist()}
     assert statuses == {
@@ -165,10 +189,12 @@ def _same(a: ScheduleResult | str, b: ScheduleResult | str) -> None:
     assert a.diagnosis.unschedulable_plugins == b.diagnosis.unschedulable_plugins
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_cached_decisions_equal_uncached_ones(seed: int) -> None:
+@pytest.mark.parametrize("order", ["default", "reversed"])
+@pytest.mark.parametrize("seed", range(1, 9))
+def test_cached_decisions_equal_uncached_ones(seed: int, order: str) -> None:
     rnd = random.Random(seed)
-    sides = (_Side(cached=True), _Side(cached=False))
+    config = default_config() if order == "default" else _reversed_filters()
+    sides = (_Side(cached=True, config=config), _Side(cached=False, config=config))
     nodes = {f"n{i}": _node(i, rnd) for i in range(40)}
     for side in sides:
         for n in nodes.values():
@@ -219,7 +245,7 @@ def test_cached_decisions_equal_uncached_ones(seed: int) -> None:
 
 
 def test_repeated_shape_is_served_from_the_cache() -> None:
-    side = _Side(cached=True)
+    side = _Side(cached=True, config=default_config())
     for i in range(20):
         side.snapshot.set_node(make_node(f"n{i}"))
     calls = 0
