@@ -5,7 +5,7 @@ from workloads whose pods are alike, and a *node-local* plugin's verdict or scor
 depends on nothing but that node and the pod (:attr:`Plugin.node_local`). Between two cycles one
 or two nodes change out of thousands (the node the last pod was assumed on), so for a pod shaped
 like an earlier one the runtime keeps what the plugins said about each node and asks them again
-about the changed nodes only (:meth:`NodeTable.changed_since`). What comes out is what running
+about the changed nodes only (:meth:`NodeTable.changed_rows_since`). What comes out is what running
 every plugin on every node would give: the same feasible nodes, the same statuses, the same
 scores and totals, the same pick.
 
@@ -41,7 +41,7 @@ from kubesched.framework._interface import (
 from kubesched.framework._node_info import PodInfo
 from kubesched.framework._snapshot import Snapshot
 from kubesched.framework._status import Code, Status
-from kubesched.framework._table import IdArray, IntArray
+from kubesched.framework._table import MANY_ROWS, IdArray, IntArray
 
 if TYPE_CHECKING:
     from kubesched.framework._runtime import NodeGroup
@@ -49,8 +49,6 @@ if TYPE_CHECKING:
 #: Up to this many changed rows are asked about one node at a time (the per-node forms cost
 #: less than numpy's calls on a few values); beyond it, vectorized.
 _FEW_ROWS = 8
-#: Beyond this many changed rows an entry is built again from scratch.
-_MANY_ROWS = 256
 #: Shapes kept per profile, least recently used dropped first.
 _MAX_ENTRIES = 16
 
@@ -303,7 +301,7 @@ class EquivalenceCache:
         if entry.version == version:
             return [], []
         rows = self._snapshot.table.changed_rows_since(entry.version)
-        if rows is None or len(rows[0]) + len(rows[1]) > _MANY_ROWS:
+        if rows is None or len(rows[0]) + len(rows[1]) > MANY_ROWS:
             return None
         return rows
 

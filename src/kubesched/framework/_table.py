@@ -31,11 +31,12 @@ IdArray = npt.NDArray[np.int32]
 #: The resources every table has, at fixed column positions.
 FIXED_RESOURCES = (CPU, MEMORY, EPHEMERAL_STORAGE, PODS)
 _INITIAL_CAPACITY = 64
-#: How many row changes :meth:`NodeTable.changed_since` remembers; a reader further behind
-#: recomputes everything.
+#: How many row changes :meth:`NodeTable.changed_rows_since` remembers; a reader further
+#: behind recomputes everything.
 _MAX_CHANGES = 4096
-#: Beyond this many changed rows :class:`RowDerived` derives every row again, vectorized.
-_MANY_ROWS = 256
+#: Beyond this many changed rows a reader of them (:class:`RowDerived`, the runtime's per-shape
+#: cache) derives every row again, vectorized.
+MANY_ROWS = 256
 
 
 class InternedColumn(Generic[V]):
@@ -109,7 +110,7 @@ class NodeTable:
         self.images: dict[str, dict[int, int]] = {}
         #: Bumped whenever :attr:`images` changes.
         self.images_version = 0
-        #: How many row changes there have been (see :meth:`changed_since`).
+        #: How many row changes there have been (see :meth:`changed_rows_since`).
         self.version = 0
         #: Bumped when rows move to new arrays or resource columns are added: values a reader
         #: derived per slot no longer line up with the columns and must be recomputed.
@@ -156,22 +157,15 @@ class NodeTable:
         ``0, 1, ..., n - 1``: a value per slot is then a slice away instead of a gather."""
         return slots is self._present_slots and self._present_leading
 
-    def changed_since(self, version: int) -> list[int] | None:
-        """The slots whose rows changed after :attr:`version` was ``version`` (duplicates
-        possible), or ``None`` when that is too long ago to say.
-
-        A plugin that derives a value from each node's row alone (the pod's shape being the
-        same) keeps those values across cycles and recomputes only these rows: between two
-        pods usually one or two rows change (the node the previous pod was assumed on, the one
-        whose binding was confirmed), out of thousands.
-        """
-        if version < self._changes_base:
-            return None
-        return self._changes[version - self._changes_base :]
-
     def changed_rows_since(self, version: int) -> tuple[list[int], list[int]] | None:
-        """Like :meth:`changed_since`, sorted, without duplicates, in two lists: the rows whose
-        Node changed (or came, or went), and the rows where only the pods counted there did."""
+        """The slots whose rows changed after :attr:`version` was ``version``, sorted, in two
+        lists: the rows whose Node changed (or came, or went), and the rows where only the pods
+        counted there did; ``None`` when that is too long ago to say.
+
+        What is derived from each node's row alone (the pod's shape being the same) is kept
+        across cycles and derived again for these rows only: between two pods usually one row
+        changes (the node the previous pod was assumed on), out of thousands.
+        """
         if version < self._changes_base:
             return None
         # Filter and Score of a cycle ask the same question: the answer is kept (read-only).
@@ -291,7 +285,7 @@ class RowDerived:
     pod *shape* (the key: its requests, its checks, whatever the derivation depends on besides
     the row) a node's value changes only when its row does, and between two scheduling cycles
     one or two rows change out of thousands. So the values are kept per key, for the last few
-    keys used, and brought up to date with :meth:`NodeTable.changed_since`: the derivation runs
+    keys used, and brought up to date with :meth:`NodeTable.changed_rows_since`: the derivation runs
     on the changed rows only. The result equals deriving every row afresh.
     """
 
@@ -345,13 +339,14 @@ class RowDerived:
             self._entries.clear()
             self._table = table
         entry = self._entries.pop(key, None)
-        changed = None if entry is None else table.changed_since(entry.version)
-        rows = sorted(set(changed)) if changed else []
+        changed = None if entry is None else table.changed_rows_since(entry.version)
+        # The values read the whole row: Node and pods alike.
+        rows = sorted(changed[0] + changed[1]) if changed else []
         if (
             entry is None
             or changed is None
             or entry.layout != table.layout
-            or len(rows) > _MANY_ROWS
+            or len(rows) > MANY_ROWS
         ):
             entry = _RowValues(table, derive)
         elif rows:

@@ -51,23 +51,24 @@ def test_present_slots_are_kept_until_a_node_comes_or_goes() -> None:
     assert s.table.is_leading(s.present_slots())
 
 
-def test_changed_since_lists_the_rows_changed_after_a_version() -> None:
+def test_changed_rows_since_lists_the_rows_changed_after_a_version() -> None:
     s = snapshot(3)
     t = s.table
     v = t.version
-    assert t.changed_since(v) == []
+    assert t.changed_rows_since(v) == ([], [])
     s.add_pod(PodInfo.of(make_pod("a", cpu="1")), "n2")
     s.remove_node("n0")
-    assert t.changed_since(v) == [2, 0]
+    # n0's Node went; only n2's pods changed.
+    assert t.changed_rows_since(v) == ([0], [2])
 
 
-def test_changed_since_is_none_when_too_far_behind() -> None:
+def test_changed_rows_since_is_none_when_too_far_behind() -> None:
     s = snapshot(1)
     v = s.table.version
     for i in range(5000):
         s.add_pod(PodInfo.of(make_pod(f"p{i}")), "n0")
-    assert s.table.changed_since(v) is None
-    assert s.table.changed_since(s.table.version - 1) == [0]
+    assert s.table.changed_rows_since(v) is None
+    assert s.table.changed_rows_since(s.table.version - 1) == ([], [0])
 
 
 def test_only_changed_rows_are_derived_again() -> None:
