@@ -35,7 +35,9 @@ from kubesched.framework._cycle_state import CycleState
 from kubesched.framework._interface import (
     FilterPlugin,
     Nodes,
+    Plugin,
     ScorePlugin,
+    filter_one,
     has_normalize_score,
 )
 from kubesched.framework._node_info import PodInfo
@@ -185,7 +187,7 @@ class _FilterPlan:
     """The Filter plugins active when the plugins in a skip set are skipped, and what the cache
     needs to know of them; made once per distinct skip set."""
 
-    __slots__ = ("epochs", "local", "per_node", "plugins", "pod_plugins", "recheck_on_pods")
+    __slots__ = ("epochs", "local", "plugins", "pod_plugins", "recheck_on_pods")
 
     def __init__(self, plugins: list[FilterPlugin]) -> None:
         self.plugins = plugins
@@ -199,10 +201,6 @@ class _FilterPlan:
                 recheck.append(p.name)
         self.recheck_on_pods = frozenset(recheck)
         self.epochs = [p for p in plugins if _has_epoch(p)]
-        #: The plugins with a per-node form (by name).
-        self.per_node = frozenset(
-            p.name for p in plugins if type(p).filter is not FilterPlugin.filter
-        )
 
 
 class _ScorePlan:
@@ -221,7 +219,7 @@ class _ScorePlan:
 
 
 def _has_epoch(p: FilterPlugin | ScorePlugin) -> bool:
-    return type(p).node_local_epoch is not FilterPlugin.node_local_epoch
+    return type(p).node_local_epoch is not Plugin.node_local_epoch
 
 
 class EquivalenceCache:
@@ -333,7 +331,7 @@ class EquivalenceCache:
         for group, group_plugins in ((every, plan.plugins), (some, plan.pod_plugins)):
             if not group:
                 continue
-            new = self._evaluate(state, pod, group, group_plugins, plan, entry, record)
+            new = self._evaluate(state, pod, group, group_plugins, entry, record)
             for r, sid in zip(group, new, strict=True):
                 if ids[r] != sid:
                     ids[r] = sid
@@ -347,12 +345,11 @@ class EquivalenceCache:
         pod: Pod,
         rows: list[int],
         plugins: Sequence[FilterPlugin],
-        plan: _FilterPlan,
         entry: Filtered,
         record: Record | None,
     ) -> list[int]:
         """The verdict (status id) of ``plugins`` in order on each of ``rows``: the first
-        plugin to reject a node decides. A few rows through the per-node forms."""
+        plugin to reject a node decides. A few rows one node at a time (:func:`filter_one`)."""
         table = self._snapshot.table
         out = [0] * len(rows)
         present = table.present
@@ -370,15 +367,9 @@ class EquivalenceCache:
         for p in plugins:
             if record is not None:
                 t0 = time.perf_counter()
-            per_node = p.name in plan.per_node
             still = []
             for i in live:
-                if per_node:
-                    s = p.filter(state, pod, at(rows[i]))
-                else:
-                    one = Nodes(self._snapshot, np.array([rows[i]], dtype=np.int64))
-                    verdict = p.filter_nodes(state, pod, one)
-                    s = verdict.statuses[int(verdict.ids[0])]
+                s = filter_one(p, state, pod, at(rows[i]))
                 if s is None or s.code == Code.SUCCESS:
                     still.append(i)
                     continue

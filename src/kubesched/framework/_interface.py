@@ -572,6 +572,17 @@ def watched_kinds(plugins: Iterable[Plugin | type[Plugin]]) -> list[WatchedKind]
     return list(out.values())
 
 
+def filter_one(plugin: FilterPlugin, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
+    """``plugin``'s verdict on one node: through its per-node form where it has one (on one
+    node that costs less than numpy's calls), else its vectorized form on that node."""
+    if type(plugin).filter is not FilterPlugin.filter:
+        return plugin.filter(state, pod, node)
+    verdict = plugin.filter_nodes(
+        state, pod, Nodes(plugin.handle.snapshot, np.array([node.slot], dtype=np.int64))
+    )
+    return verdict.statuses[int(verdict.ids[0])]
+
+
 def has_normalize_score(plugin: ScorePlugin) -> bool:
     return type(plugin).normalize_score is not ScorePlugin.normalize_score
 

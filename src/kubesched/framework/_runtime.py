@@ -49,6 +49,7 @@ from kubesched.framework._interface import (
     SortKeyFn,
     WatchedKind,
     extension_points_of,
+    filter_one,
     has_normalize_score,
     watched_kinds,
 )
@@ -589,18 +590,10 @@ class Framework:
     def run_filter_plugins(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
         """``RunFilterPlugins`` on one node as the snapshot holds it now: the first rejecting
         plugin's status, or an Error status."""
-        nodes: Nodes | None = None
         for p in self.filter_plugins:
             if p.name in state.skip_filter_plugins:
                 continue
-            if type(p).filter is not FilterPlugin.filter:
-                # One node: the per-node form, where there is one, costs less than numpy's.
-                s = p.filter(state, pod, node)
-            else:
-                if nodes is None:
-                    nodes = Nodes(self._snapshot, np.array([node.slot], dtype=np.int64))
-                verdict = p.filter_nodes(state, pod, nodes)
-                s = verdict.statuses[int(verdict.ids[0])]
+            s = filter_one(p, state, pod, node)
             if s is None or s.code == Code.SUCCESS:
                 continue
             if not s.is_rejected():
