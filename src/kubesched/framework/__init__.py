@@ -45,7 +45,7 @@ from kubesched.framework._interface import (
     node_for,
     watched_kinds,
 )
-from kubesched.framework._metrics import FrameworkMetrics, exponential_buckets
+from kubesched.framework._metrics import FrameworkMetrics, LoopHistogram, exponential_buckets
 from kubesched.framework._node_info import HostPort, NodeInfo, PodInfo, host_ports, ports_conflict
 from kubesched.framework._pods import AffinityClass, PodGroup, PodTable
 from kubesched.framework._profile import build_frameworks, plugin_args_types
@@ -105,6 +105,7 @@ __all__ = [
     "IdArray",
     "IntArray",
     "InternedColumn",
+    "LoopHistogram",
     "Metrics",
     "NoNodesAvailableError",
     "NodeGroup",

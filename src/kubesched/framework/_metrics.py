@@ -78,10 +78,14 @@ class LoopHistogram(Collector):
             child = self._children[values] = HistogramChild(self._bounds)
         return child
 
+    def children(self) -> list[tuple[tuple[str, ...], HistogramChild]]:
+        """Every label combination observed so far, with its child."""
+        return list(self._children.items())
+
     def collect(self) -> Iterator[Metric]:
         family = HistogramMetricFamily(self._name, self._documentation, labels=self._labelnames)
         bounds = [_go_float(b) for b in self._bounds] + ["+Inf"]
-        for values, child in list(self._children.items()):
+        for values, child in self.children():
             cumulative, running = [], 0
             for bound, n in zip(bounds, list(child.counts), strict=True):
                 running += n

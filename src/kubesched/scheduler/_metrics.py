@@ -13,9 +13,8 @@ from prometheus_client import CollectorRegistry, Gauge
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from kubesched.framework import FrameworkMetrics
+from kubesched.framework import FrameworkMetrics, LoopHistogram
 from kubesched.framework import exponential_buckets as _exponential
-from kubesched.framework._metrics import HistogramChild, LoopHistogram
 
 
 class SchedulerMetrics(FrameworkMetrics):
@@ -24,9 +23,6 @@ class SchedulerMetrics(FrameworkMetrics):
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         super().__init__(registry)
         r = self.registry
-        # Labelled histogram children cached by label values, as FrameworkMetrics does.
-        self._attempts: dict[tuple[str, str], HistogramChild] = {}
-        self.schedule_attempts = _AttemptsCounter(self._attempts, r)
         # This and the binding duration are observed for every pod by the scheduling loop: the
         # framework's lock-free histogram, as for its own per-cycle observations.
         self.scheduling_attempt_duration = LoopHistogram(
@@ -36,6 +32,7 @@ class SchedulerMetrics(FrameworkMetrics):
             buckets=_exponential(0.001, 2, 15),
             registry=r,
         )
+        self.schedule_attempts = _AttemptsCounter(self.scheduling_attempt_duration, r)
         self.pending_pods = Gauge(
             "scheduler_pending_pods",
             "Number of pending pods, by the queue type. 'active' means number of pods in "
@@ -61,11 +58,7 @@ class SchedulerMetrics(FrameworkMetrics):
         self.set_pending(dict.fromkeys(("active", "backoff", "unschedulable", "gated"), 0))
 
     def attempt(self, result: str, profile: str, seconds: float) -> None:
-        key = (result, profile)
-        child = self._attempts.get(key)
-        if child is None:
-            child = self._attempts[key] = self.scheduling_attempt_duration.labels(result, profile)
-        child.observe(seconds)
+        self.scheduling_attempt_duration.labels(result, profile).observe(seconds)
 
     def set_pending(self, counts: dict[str, int]) -> None:
         """Set the sub-queues' counts (the queue passes those that changed)."""
@@ -92,16 +85,14 @@ class _AttemptsCounter(Collector):
         "not be scheduled, while 'error' means an internal scheduler problem."
     )
 
-    def __init__(
-        self, attempts: dict[tuple[str, str], HistogramChild], registry: CollectorRegistry
-    ) -> None:
-        self._attempts = attempts
+    def __init__(self, durations: LoopHistogram, registry: CollectorRegistry) -> None:
+        self._durations = durations
         registry.register(self)
 
     def collect(self) -> Iterator[Metric]:
         family = self._family()
-        for (result, profile), child in list(self._attempts.items()):
-            family.add_metric([result, profile], float(sum(list(child.counts))))
+        for labels, child in self._durations.children():
+            family.add_metric(list(labels), float(sum(list(child.counts))))
         yield family
 
     def describe(self) -> Iterator[Metric]:

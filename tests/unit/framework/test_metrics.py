@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Histogram
 
-from kubesched.framework import Code, FrameworkMetrics
-from kubesched.framework._metrics import LoopHistogram, exponential_buckets
+from kubesched.framework import Code, FrameworkMetrics, LoopHistogram, exponential_buckets
 
 
 def _samples(registry: CollectorRegistry) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
