@@ -344,6 +344,86 @@ def simulate(
     raise SystemExit(code)
 
 
+@main.command("why")
+@click.argument("pod")
+@click.option("-n", "--namespace", default="default", show_default=True)
+@click.option(
+    "-f",
+    "--filename",
+    "files",
+    multiple=True,
+    type=click.Path(exists=True, allow_dash=True),
+    help="Read the cluster from manifests instead (as `simulate -f`); the pod is one of them.",
+)
+@click.option(
+    "--from-cluster",
+    is_flag=True,
+    help="With -f: the live cluster's nodes and running pods too, the pod from the manifests.",
+)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, exists=True),
+    help="KubeSchedulerConfiguration whose profile (by schedulerName) judges the pod. "
+    "Without it, kube-scheduler's default profile.",
+)
+@click.option(
+    "--kubeconfig",
+    type=click.Path(dir_okay=False),
+    help="Cluster to read (default: $KUBECONFIG, ~/.kube/config).",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+)
+@click.option("--closest", default=5, show_default=True, help="How many closest nodes to show.")
+def why(
+    pod: str,
+    namespace: str,
+    files: tuple[str, ...],
+    from_cluster: bool,
+    config_path: str | None,
+    kubeconfig: str | None,
+    output: str,
+    closest: int,
+) -> None:
+    """Why POD is pending: the plugins that reject nodes, the closest nodes, and ways out.
+
+    Reads the live cluster (list calls only, as `simulate --from-cluster`); every way out is
+    checked by simulating it. Nothing is written. See docs/why.md.
+    """
+    from kubesched import simulate as simulator  # noqa: PLC0415 (keeps --help fast)
+    from kubesched.config import KubeSchedulerConfiguration  # noqa: PLC0415
+    from kubesched.framework import Registry  # noqa: PLC0415
+
+    if from_cluster and not files:
+        raise click.UsageError("--from-cluster goes with -f (without -f the cluster is read)")
+    if kubeconfig and files and not from_cluster:
+        raise click.UsageError("--kubeconfig is not read with -f unless --from-cluster")
+    config, registry = _load_scheduler_config(config_path)
+    assert isinstance(config, KubeSchedulerConfiguration)
+    assert isinstance(registry, Registry)
+    try:
+        code = simulator.run_why(
+            namespace,
+            pod,
+            config,
+            registry,
+            files=list(files),
+            from_cluster=from_cluster,
+            kubeconfig=kubeconfig,
+            output=output,
+            closest=closest,
+            out=lambda text: click.echo(text, nl=False),
+        )
+    except simulator.SimulateError as err:
+        raise click.ClickException(str(err)) from err
+    raise SystemExit(code)
+
+
 @main.group()
 def bench() -> None:
     """Benchmarks: the scheduling loop in memory, or kubesched and kube-scheduler end to end."""
