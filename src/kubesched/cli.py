@@ -365,7 +365,7 @@ def simulate(
     "config_path",
     type=click.Path(dir_okay=False, exists=True),
     help="KubeSchedulerConfiguration whose profile (by schedulerName) judges the pod. "
-    "Without it, kube-scheduler's default profile.",
+    "Without it, kube-scheduler's default profile, whatever the pod's schedulerName.",
 )
 @click.option(
     "--kubeconfig",
@@ -417,6 +417,7 @@ def why(
             kubeconfig=kubeconfig,
             output=output,
             closest=closest,
+            any_scheduler_name=config_path is None,
             out=lambda text: click.echo(text, nl=False),
         )
     except simulator.SimulateError as err:

@@ -12,6 +12,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
+import msgspec
+
 from kubesched.config import ConfigError, KubeSchedulerConfiguration
 from kubesched.framework import FrameworkError, Registry
 from kubesched.simulate._command import SimulateError, load
@@ -30,11 +32,14 @@ def run_why(
     kubeconfig: str | None = None,
     output: str = "table",
     closest: int = 5,
+    any_scheduler_name: bool = False,
     out: Callable[[str], None] | None = None,
     err: TextIO | None = None,
 ) -> int:
     """The whole command; raises :class:`SimulateError` when no report can be made. Without
-    ``files`` the live cluster is read; with them, the cluster too only with ``from_cluster``."""
+    ``files`` the live cluster is read; with them, the cluster too only with ``from_cluster``.
+    With ``any_scheduler_name``, ``config``'s first profile judges the pod whatever its
+    schedulerName (the default profile when no configuration was given)."""
     err = err or sys.stderr
     write = out or sys.stdout.write
     inputs = load(
@@ -47,6 +52,8 @@ def run_why(
         err.write(f"{issue}\n")
     try:
         one = only_pod(inputs, namespace, name)
+        if any_scheduler_name:
+            config = _named_for(config, one.pending[0].spec.scheduler_name)
         report = asyncio.run(why(one, config, registry, closest=closest))
     except WhyError as e:
         raise SimulateError(str(e)) from e
@@ -54,3 +61,10 @@ def run_why(
         raise SimulateError(f"invalid configuration: {e}") from e
     write(render_why_json(report) if output == "json" else render_why_table(report))
     return 0
+
+
+def _named_for(
+    config: KubeSchedulerConfiguration, scheduler_name: str
+) -> KubeSchedulerConfiguration:
+    profile = msgspec.structs.replace(config.profiles[0], scheduler_name=scheduler_name)
+    return msgspec.structs.replace(config, profiles=[profile])

@@ -198,3 +198,10 @@ def test_cli_errors_name_the_pod(tmp_path: Path) -> None:
     assert "bound to node a" in bound.stderr
     usage = CliRunner().invoke(main, ["why", "r", "--from-cluster"])
     assert usage.exit_code == 2
+
+
+def test_cli_without_config_judges_any_scheduler_name(tmp_path: Path) -> None:
+    f = tmp_path / "c.yaml"
+    f.write_text("---".join([_node("a", "1", "z1"), _pod("p", "2", extra="schedulerName: mine,")]))
+    doc = json.loads(_invoke("p", "-f", str(f), "-o", "json").stdout)
+    assert (doc["schedulerName"], doc["reason"]) == ("mine", "Unschedulable")
