@@ -256,10 +256,31 @@ def demo(timeout: float) -> None:
     placed = sum(1 for node, _ in outcomes.values() if node)
     click.echo(
         f"\n{placed}/{len(outcomes)} pods scheduled by kubesched. The cluster keeps running:\n"
-        f"  kubectl --kubeconfig {info.kubeconfig} get pods -n {NAMESPACE} -o wide\n"
-        f"  kubectl --kubeconfig {info.kubeconfig} get events -n {NAMESPACE}\n"
+        f"  kubesched kubectl --kubeconfig {info.kubeconfig} get pods -n {NAMESPACE} -o wide\n"
+        f"  kubesched kubectl --kubeconfig {info.kubeconfig} get events -n {NAMESPACE}\n"
+        f"  kubesched why too-big -n {NAMESPACE} --kubeconfig {info.kubeconfig}\n"
         f"  kubesched cluster down    # when done"
     )
+
+
+@main.command(
+    "kubectl",
+    context_settings={"ignore_unknown_options": True, "help_option_names": []},
+)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def kubectl(args: tuple[str, ...]) -> None:
+    """Run the kubectl built with the local control plane (cached under ~/.cache/kubesched)
+    with ARGS, so that a machine without kubectl on PATH can still look at the cluster."""
+    import os  # noqa: PLC0415
+
+    from kubesched.cluster import find_binaries  # noqa: PLC0415
+
+    binaries = find_binaries()
+    if binaries is None:
+        raise click.ClickException(
+            "kubectl is not built yet: `kubesched cluster binaries` (or `make demo`) builds it"
+        )
+    os.execv(binaries.kubectl, [str(binaries.kubectl), *args])
 
 
 @main.command("simulate")
