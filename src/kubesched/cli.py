@@ -176,6 +176,12 @@ def _load_scheduler_config(path: str | None) -> tuple[object, object]:
 )
 @click.option("--identity", help="Leader election identity (default: hostname_uuid).")
 @click.option(
+    "--debug-queue",
+    is_flag=True,
+    help="Also serve GET /debug/queue on that address: the scheduling queue as JSON, read-only "
+    "(for `kubesched ui --scheduler`). Off by default: it names every pending pod.",
+)
+@click.option(
     "--log-level",
     default="INFO",
     show_default=True,
@@ -187,6 +193,7 @@ def run(
     health_port: int,
     bind_address: str,
     identity: str | None,
+    debug_queue: bool,
     log_level: str,
 ) -> None:
     """Schedule every pod whose spec.schedulerName names a profile of the configuration."""
@@ -211,6 +218,7 @@ def run(
                 health_host=bind_address,
                 health_port=health_port,
                 identity=identity,
+                debug_queue=debug_queue,
             )
         )
     except (ConfigError, FrameworkError) as err:

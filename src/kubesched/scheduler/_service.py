@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import time
 from collections.abc import Mapping
 from typing import Any, Generic, TypeVar
 
@@ -55,6 +56,7 @@ from kubesched.kube import (
     update_pod_condition,
 )
 from kubesched.scheduler._cache import Cache
+from kubesched.scheduler._debug import DEBUG_QUEUE_PATH, queue_json
 from kubesched.scheduler._health import HealthServer
 from kubesched.scheduler._metrics import SchedulerMetrics
 from kubesched.scheduler._queue import SchedulingQueue
@@ -285,6 +287,7 @@ class SchedulerService:
         health_host: str = "127.0.0.1",
         health_port: int = 10259,
         identity: str | None = None,
+        debug_queue: bool = False,
     ) -> None:
         self.config = config
         self.client = client
@@ -369,9 +372,13 @@ class SchedulerService:
             port=health_port,
             ready_checks={"sched-handler-sync": self._synced},
             live_checks={"leaderElection": self._leader_ok},
+            debug={DEBUG_QUEUE_PATH: self._queue_json} if debug_queue else None,
         )
         self._stop = asyncio.Event()
         self.lost_leadership = False
+
+    def _queue_json(self) -> bytes:
+        return queue_json(self.queue, time.monotonic())  # the queue's own clock
 
     def _pre_enqueue(self, pod: Pod) -> Status | None:
         fwk = self.frameworks.get(pod.spec.scheduler_name)
@@ -464,6 +471,7 @@ async def serve(
     health_host: str = "127.0.0.1",
     health_port: int = 10259,
     identity: str | None = None,
+    debug_queue: bool = False,
 ) -> int:
     """Run ``kubesched run`` until SIGINT/SIGTERM; the exit code."""
     cc = config.client_connection
@@ -478,6 +486,7 @@ async def serve(
             health_host=health_host,
             health_port=health_port,
             identity=identity,
+            debug_queue=debug_queue,
         )
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
