@@ -454,6 +454,80 @@ def why(
     raise SystemExit(code)
 
 
+@main.command("ui")
+@click.option(
+    "-f",
+    "--filename",
+    "files",
+    multiple=True,
+    type=click.Path(exists=True, allow_dash=True),
+    help="Manifests to show, as `simulate -f`. Without -f and --from-cluster, a built-in example.",
+)
+@click.option(
+    "--from-cluster",
+    is_flag=True,
+    help="Start from a live cluster's nodes and pods (read once, list calls only).",
+)
+@click.option(
+    "--kubeconfig",
+    type=click.Path(dir_okay=False),
+    help="Cluster to read with --from-cluster (default: $KUBECONFIG, ~/.kube/config).",
+)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, exists=True),
+    help="KubeSchedulerConfiguration, as `simulate --config`.",
+)
+@click.option("--seed", type=int, help="Seed of the random tie-break between equal scores.")
+@click.option("--address", default="127.0.0.1", show_default=True, help="Address to serve on.")
+@click.option("--port", default=10270, show_default=True, help="Port to serve on.")
+@click.option(
+    "--scheduler",
+    default="",
+    help="Base URL of a `kubesched run --debug-queue` health listener (e.g. "
+    "http://127.0.0.1:10259): its queue is shown too.",
+)
+def ui(
+    files: tuple[str, ...],
+    from_cluster: bool,
+    kubeconfig: str | None,
+    config_path: str | None,
+    seed: int | None,
+    address: str,
+    port: int,
+    scheduler: str,
+) -> None:
+    """Serve a web page on the simulation: nodes by zone, per pod the explain table and why,
+    what-if runs in memory, and a running scheduler's queue. Nothing is written to a cluster.
+    See docs/ui.md."""
+    from kubesched import ui as page  # noqa: PLC0415 (keeps --help fast)
+    from kubesched.config import KubeSchedulerConfiguration  # noqa: PLC0415
+    from kubesched.framework import Registry  # noqa: PLC0415
+    from kubesched.simulate import SimulateError  # noqa: PLC0415
+
+    if kubeconfig and not from_cluster:
+        raise click.UsageError("--kubeconfig is only read with --from-cluster")
+    config, registry = _load_scheduler_config(config_path)
+    assert isinstance(config, KubeSchedulerConfiguration)
+    assert isinstance(registry, Registry)
+    try:
+        page.serve(
+            list(files),
+            config,
+            registry,
+            from_cluster=from_cluster,
+            kubeconfig=kubeconfig,
+            host=address,
+            port=port,
+            seed=seed,
+            scheduler=scheduler,
+            progress=_progress,
+        )
+    except SimulateError as err:
+        raise click.ClickException(str(err)) from err
+
+
 @main.group()
 def bench() -> None:
     """Benchmarks: the scheduling loop in memory, or kubesched and kube-scheduler end to end."""
