@@ -144,7 +144,8 @@ async def explain_view(
     """
     inputs = inputs or loaded.inputs
     result = result or loaded.result
-    if not any(p.key == key for p in result.pods):
+    decided = next((p for p in result.pods if p.key == key), None)
+    if decided is None:
         return None
     namespace, _, name = key.partition("/")
     alone = only_pod(_as_met_by(inputs, result, key), namespace, name)
@@ -152,7 +153,8 @@ async def explain_view(
         alone, config or loaded.config, loaded.registry, seed=loaded.seed, detail="explain"
     )
     (pod,) = again.pods
-    return {"pod": _pod_entry(pod), **_rows(pod)}
+    # The run's decision: trying again breaks ties between top scores anew.
+    return {"pod": _pod_entry(decided), **_rows(pod)}
 
 
 def _pod_entry(p: PodResult) -> dict[str, Any]:
@@ -161,7 +163,6 @@ def _pod_entry(p: PodResult) -> dict[str, Any]:
         "node": p.node,
         "reason": p.reason,
         "message": p.message,
-        "scored": p.scored,
         "nominatedNode": p.nominated_node,
         "victims": p.victims,
     }
