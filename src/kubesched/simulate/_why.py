@@ -36,7 +36,7 @@ from kubesched.api import (
     pod_requests,
 )
 from kubesched.config import KubeSchedulerConfiguration
-from kubesched.framework import CycleState, Framework, Nodes, Registry
+from kubesched.framework import CycleState, FitError, Framework, Nodes, Registry
 from kubesched.plugins.helper import DO_NOT_SCHEDULE_TAINT_EFFECTS
 from kubesched.plugins.node_affinity import NAME as NODE_AFFINITY
 from kubesched.plugins.node_resources.fit import NAME as NODE_RESOURCES_FIT
@@ -44,7 +44,13 @@ from kubesched.plugins.node_unschedulable import NAME as NODE_UNSCHEDULABLE
 from kubesched.plugins.taint_toleration import NAME as TAINT_TOLERATION
 from kubesched.plugins.volume_zone import NAME as VOLUME_ZONE
 from kubesched.simulate._input import Inputs
-from kubesched.simulate._run import REASON_GATED, REASON_NOT_HANDLED, PodResult, Simulation
+from kubesched.simulate._run import (
+    REASON_GATED,
+    REASON_NOT_HANDLED,
+    REASON_SCHEDULED,
+    PodResult,
+    Simulation,
+)
 
 #: The taint the node lifecycle controller puts on a cordoned node; a pod tolerating it passes
 #: NodeUnschedulable too (as DaemonSet pods do).
@@ -58,6 +64,8 @@ WAY_NO_NODE_AFFINITY = "noNodeAffinity"
 WAY_UNCORDON = "uncordon"
 WAY_PREEMPTION = "preemption"
 WAY_VOLUME_ZONE = "volumeZone"
+
+REASON_UNSCHEDULABLE = "Unschedulable"
 
 #: How many distinct taints and cordoned nodes are tried as ways out.
 MAX_TRIED = 3
@@ -171,6 +179,9 @@ async def why(
         message=result.message,
         num_nodes=len(inputs.nodes),
     )
+    if analysis is not None and not analysis.fits and result.reason == REASON_SCHEDULED:
+        # In only by preemption (the simulation's second attempt): today it fits nowhere.
+        report.reason, report.node, report.message = REASON_UNSCHEDULABLE, None, analysis.message
     if analysis is not None and result.reason not in (REASON_GATED, REASON_NOT_HANDLED):
         analysis.fill(report)
         report.ways_out.extend(_preemption(pod, result, inputs))
@@ -194,6 +205,8 @@ class _Analysis:
         feasible, diagnosis = fwk.find_nodes_that_fit(state, pod)
         self.pre_filter = diagnosis.pre_filter_msg
         self.fits = len(feasible) > 0
+        #: kube-scheduler's FailedScheduling message, without PostFilter's part.
+        self.message = "" if self.fits else str(FitError(pod, diagnosis))
         #: Node name -> plugin -> reason, for every node some plugin rejects.
         self.blocked: dict[str, dict[str, str]] = {}
         self.first: dict[str, int] = {}

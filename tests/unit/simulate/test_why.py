@@ -116,6 +116,9 @@ def test_preemption_names_victims_and_priorities() -> None:
     assert way.nodes == ["a"]
     assert way.detail["victims"] == [{"pod": "default/low", "priority": 10}]
     assert "(priority 10 < 100)" in way.text
+    # Today it fits nowhere: the report is of the pod as it waits, not after the eviction.
+    assert (report.reason, report.node) == ("Unschedulable", None)
+    assert report.message == "0/1 nodes are available: 1 Insufficient cpu."
 
 
 def test_node_affinity_way_out() -> None:
