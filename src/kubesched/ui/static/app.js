@@ -158,7 +158,7 @@ function columns() {
     { key: "plugin", label: "rejected by" },
     { key: "reason", label: "reason" },
     { key: "total", label: "total", num: true },
-    ...plugins.map((p) => ({ key: "s:" + p, label: p, num: true })),
+    ...plugins.map((p) => ({ key: "s:" + p, label: p, num: true, score: true })),
   ];
 }
 
@@ -186,8 +186,8 @@ function renderTable() {
   });
   const chosen = state.explain.pod.node;
   $("explain").tHead.innerHTML = "<tr>" + cols.map((c) => {
-    const s = c.key === col ? (dir > 0 ? "sorted-asc" : "sorted-desc") : "";
-    return `<th data-col="${esc(c.key)}" class="${s}">${esc(c.label)}</th>`;
+    const s = [c.key === col ? (dir > 0 ? "sorted-asc" : "sorted-desc") : "", c.score ? "score" : ""].join(" ");
+    return `<th data-col="${esc(c.key)}" class="${s}" title="${esc(c.label)}">${esc(c.label)}</th>`;
   }).join("") + "</tr>";
   $("explain").tBodies[0].innerHTML = rows.slice(0, state.limit).map((r) => {
     const cls = [r.feasible ? "feasible" : "", r.node === chosen ? "chosen" : ""].join(" ");
