@@ -137,7 +137,7 @@ def test_explain_table_is_simulates_and_a_weight_changes_the_pick(tmp_path: Path
         assert page.inner_text("#whatif-pick") == "default/app: roomy → cached"
         assert page.inner_text("#pick") == "cached"
         assert page.inner_text('li[data-pod="default/app"] .where') == "cached"
-        assert page.inner_text('#explain tr.chosen td:first-child') == "cached"
+        assert page.inner_text("#explain tr.chosen td:first-child") == "cached"
         page.screenshot(path=str(shots / "what-if.png"), full_page=True)
         assert errors == []
 
