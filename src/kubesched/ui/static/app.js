@@ -265,12 +265,15 @@ async function pollQueue() {
       return;
     }
     const counts = Object.entries(q.counts).map(([k, v]) => `${k} ${v}`).join(" · ");
-    const rows = q.pods.map((p) => `<tr data-queued="${esc(p.namespace + "/" + p.name)}"><td>${esc(p.namespace)}/${esc(p.name)}</td>` +
-      `<td>${esc(p.queue)}</td><td>${p.attempts ?? ""}</td>` +
-      `<td>${esc((p.unschedulablePlugins || []).join(", ") || p.gatedBy || "")}</td>` +
-      `<td>${p.retryInSeconds === undefined ? "" : p.retryInSeconds.toFixed(1) + " s"}</td></tr>`).join("");
-    $("queue").innerHTML = `<div>${esc(counts)}</div><table><thead><tr><th>pod</th><th>queue</th>` +
-      `<th>tries</th><th>rejected by</th><th>retry in</th></tr></thead><tbody>${rows}</tbody></table>`;
+    const items = q.pods.map((p) => {
+      const facts = [p.queue, p.attempts === undefined ? "" : `${p.attempts} tries`,
+        (p.unschedulablePlugins || []).length ? `rejected by ${p.unschedulablePlugins.join(", ")}` : "",
+        p.gatedBy ? `gated by ${p.gatedBy}` : "",
+        p.retryInSeconds === undefined ? "" : `retry in ${p.retryInSeconds.toFixed(1)} s`];
+      return `<li data-queued="${esc(p.namespace + "/" + p.name)}"><b>${esc(p.namespace)}/${esc(p.name)}</b>` +
+        `<br><span class="muted">${esc(facts.filter(Boolean).join(" · "))}</span></li>`;
+    }).join("");
+    $("queue").innerHTML = `<div>${esc(counts)}</div><ul class="queued">${items}</ul>`;
   } catch (e) {
     $("queue").innerHTML = `<span class="error">${esc(e.message)}</span>`;
   } finally {
