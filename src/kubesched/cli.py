@@ -477,7 +477,8 @@ def why(
     "--config",
     "config_path",
     type=click.Path(dir_okay=False, exists=True),
-    help="KubeSchedulerConfiguration, as `simulate --config`.",
+    help="KubeSchedulerConfiguration, as `simulate --config`. Without it, kube-scheduler's "
+    "default profile judges every pod, whatever its schedulerName.",
 )
 @click.option("--seed", type=int, help="Seed of the random tie-break between equal scores.")
 @click.option("--address", default="127.0.0.1", show_default=True, help="Address to serve on.")
@@ -522,6 +523,7 @@ def ui(
             port=port,
             seed=seed,
             scheduler=scheduler,
+            any_scheduler_name=config_path is None,
             progress=_progress,
         )
     except SimulateError as err:

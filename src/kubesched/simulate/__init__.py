@@ -30,6 +30,7 @@ from kubesched.simulate._output import (
     render_table,
     to_json_document,
 )
+from kubesched.simulate._profiles import profiles_for
 from kubesched.simulate._run import (
     FILTER_OK,
     PRE_FILTER_RESULT,
@@ -83,6 +84,7 @@ __all__ = [
     "load_text",
     "only_pod",
     "pod_json",
+    "profiles_for",
     "read_cluster",
     "render_json",
     "render_table",

@@ -12,11 +12,10 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
-import msgspec
-
 from kubesched.config import ConfigError, KubeSchedulerConfiguration
 from kubesched.framework import FrameworkError, Registry
 from kubesched.simulate._command import SimulateError, load
+from kubesched.simulate._profiles import profiles_for
 from kubesched.simulate._why import WhyError, only_pod, why
 from kubesched.simulate._why_output import render_why_json, render_why_table
 
@@ -53,7 +52,7 @@ def run_why(
     try:
         one = only_pod(inputs, namespace, name)
         if any_scheduler_name:
-            config = _named_for(config, one.pending[0].spec.scheduler_name)
+            config = profiles_for(config, [one.pending[0].spec.scheduler_name])
         report = asyncio.run(why(one, config, registry, closest=closest))
     except WhyError as e:
         raise SimulateError(str(e)) from e
@@ -61,10 +60,3 @@ def run_why(
         raise SimulateError(f"invalid configuration: {e}") from e
     write(render_why_json(report) if output == "json" else render_why_table(report))
     return 0
-
-
-def _named_for(
-    config: KubeSchedulerConfiguration, scheduler_name: str
-) -> KubeSchedulerConfiguration:
-    profile = msgspec.structs.replace(config.profiles[0], scheduler_name=scheduler_name)
-    return msgspec.structs.replace(config, profiles=[profile])

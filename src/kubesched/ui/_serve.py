@@ -10,6 +10,7 @@ from aiohttp import web
 from kubesched.config import KubeSchedulerConfiguration
 from kubesched.framework import Registry
 from kubesched.simulate import load as load_inputs
+from kubesched.simulate import profiles_for
 from kubesched.ui._model import load
 from kubesched.ui._server import build_app
 
@@ -27,13 +28,17 @@ def serve(
     port: int = DEFAULT_PORT,
     seed: int | None = None,
     scheduler: str = "",
+    any_scheduler_name: bool = False,
     progress: Callable[[str], None] = print,
 ) -> None:
     """Serve the page until interrupted. Raises :class:`~kubesched.simulate.SimulateError`
-    when the inputs cannot be read."""
+    when the inputs cannot be read. With ``any_scheduler_name``, ``config``'s first profile
+    judges every pod whatever its schedulerName (the default profile without ``--config``)."""
     inputs = load_inputs(files, from_cluster=from_cluster, kubeconfig=kubeconfig, registry=registry)
     for issue in inputs.issues:
         progress(str(issue))
+    if any_scheduler_name:
+        config = profiles_for(config, (p.spec.scheduler_name for p in inputs.pending))
     if from_cluster:
         source = "live cluster (read once)" + (f" + {', '.join(files)}" if files else "")
     else:

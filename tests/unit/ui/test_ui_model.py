@@ -8,7 +8,14 @@ import pytest
 
 from kubesched.config import default_config
 from kubesched.plugins import default_registry
-from kubesched.simulate import Inputs, example_paths, load_inputs, load_text, simulate
+from kubesched.simulate import (
+    Inputs,
+    example_paths,
+    load_inputs,
+    load_text,
+    profiles_for,
+    simulate,
+)
 from kubesched.ui import Loaded, WhatIfError, load
 from kubesched.ui._model import cluster_view, explain_view, pod_yaml, what_if, why_view
 
@@ -130,3 +137,10 @@ async def test_why_sees_the_pods_placed_before() -> None:
     doc = await why_view(loaded, "default/huge-batch")
     assert doc["reason"] == "Unschedulable"
     assert doc["rejections"][0]["plugin"] == "NodeResourcesFit"
+
+
+def test_profiles_for_copies_the_first_profile_per_name() -> None:
+    config = profiles_for(default_config(), ["kubesched", "default-scheduler", "kubesched"])
+    assert [p.scheduler_name for p in config.profiles] == ["kubesched", "default-scheduler"]
+    assert config.profiles[0].plugins == default_config().profiles[0].plugins
+    assert profiles_for(default_config(), []) == default_config()
