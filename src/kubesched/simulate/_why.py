@@ -82,7 +82,8 @@ class Rejection:
     first: int
     #: Nodes it rejects at all.
     any: int
-    #: Reason -> nodes, over the nodes it rejects.
+    #: Reason -> nodes, over the nodes it rejects (a node lacking cpu and memory counts for
+    #: both reasons).
     reasons: dict[str, int] = field(default_factory=dict)
 
 
@@ -239,7 +240,9 @@ class _Analysis:
                     rejection.first += 1
                 by[p.name] = reason
                 rejection.any += 1
-                rejection.reasons[reason] = rejection.reasons.get(reason, 0) + 1
+                # Per reason, as the FailedScheduling message counts them.
+                for r in status.reasons or [status.message]:
+                    rejection.reasons[r] = rejection.reasons.get(r, 0) + 1
             if rejection.any:
                 self.rejections[p.name] = rejection
         self.requests = pod_requests(pod)

@@ -208,3 +208,25 @@ def test_cli_without_config_judges_any_scheduler_name(tmp_path: Path) -> None:
     f.write_text("---".join([_node("a", "1", "z1"), _pod("p", "2", extra="schedulerName: mine,")]))
     doc = json.loads(_invoke("p", "-f", str(f), "-o", "json").stdout)
     assert (doc["schedulerName"], doc["reason"]) == ("mine", "Unschedulable")
+
+
+def test_each_reason_is_counted_as_the_message_counts_it() -> None:
+    report = _report(
+        _node("a", "1", "z1"),
+        _node("b", "1", "z1"),
+        textwrap.dedent("""
+            kind: Pod
+            metadata: {name: p}
+            spec:
+              containers: [{name: c, resources: {requests: {cpu: "2", memory: 20Gi}}}]
+            """),
+        pod="p",
+    )
+    (fit,) = report.rejections
+    assert fit.reasons == {"Insufficient cpu": 2, "Insufficient memory": 2}
+    assert report.message.startswith(
+        "0/2 nodes are available: 2 Insufficient cpu, 2 Insufficient memory."
+    )
+    assert report.closest[0].blocked_by == {
+        "NodeResourcesFit": "Insufficient cpu, Insufficient memory"
+    }
