@@ -239,11 +239,11 @@ def profile_view(loaded: Loaded) -> dict[str, Any]:
     """The configuration as YAML, and each profile's score weights and enabled plugins."""
     data = config_to_dict(loaded.config)
     profiles = []
-    for fwk_profile in data.get("profiles", []):
-        enabled = fwk_profile.get("plugins", {}).get("multiPoint", {}).get("enabled", [])
+    for profile in data.get("profiles", []):
+        enabled = profile.get("plugins", {}).get("multiPoint", {}).get("enabled", [])
         profiles.append(
             {
-                "schedulerName": fwk_profile.get("schedulerName", ""),
+                "schedulerName": profile.get("schedulerName", ""),
                 "plugins": [{"name": p["name"], "weight": p.get("weight")} for p in enabled],
             }
         )
