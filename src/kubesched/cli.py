@@ -176,6 +176,14 @@ def _load_scheduler_config(path: str | None) -> tuple[object, object]:
 )
 @click.option("--identity", help="Leader election identity (default: hostname_uuid).")
 @click.option(
+    "--pod-max-in-unschedulable-pods-duration",
+    "max_unschedulable",
+    default="5m",
+    show_default=True,
+    help="How long a pod may wait for a cluster event before it is tried again anyway "
+    "(kube-scheduler's flag of that name; a Go duration).",
+)
+@click.option(
     "--log-level",
     default="INFO",
     show_default=True,
@@ -187,16 +195,28 @@ def run(
     health_port: int,
     bind_address: str,
     identity: str | None,
+    max_unschedulable: str,
     log_level: str,
 ) -> None:
     """Schedule every pod whose spec.schedulerName names a profile of the configuration."""
     import asyncio  # noqa: PLC0415
 
-    from kubesched.config import ConfigError, KubeSchedulerConfiguration  # noqa: PLC0415
+    from kubesched.config import (  # noqa: PLC0415
+        ConfigError,
+        DurationError,
+        KubeSchedulerConfiguration,
+        parse_duration,
+    )
     from kubesched.framework import FrameworkError, Registry  # noqa: PLC0415
     from kubesched.kube import KubeConfigError  # noqa: PLC0415
     from kubesched.scheduler import serve  # noqa: PLC0415
 
+    try:
+        max_unschedulable_s = parse_duration(max_unschedulable)
+    except DurationError as err:
+        raise click.BadParameter(
+            str(err), param_hint="--pod-max-in-unschedulable-pods-duration"
+        ) from err
     _setup_logging(log_level)
     config, registry = _load_scheduler_config(config_path)
     assert isinstance(config, KubeSchedulerConfiguration)
@@ -211,6 +231,7 @@ def run(
                 health_host=bind_address,
                 health_port=health_port,
                 identity=identity,
+                pod_max_in_unschedulable_pods_duration=max_unschedulable_s,
             )
         )
     except (ConfigError, FrameworkError) as err:

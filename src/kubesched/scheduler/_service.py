@@ -57,7 +57,10 @@ from kubesched.kube import (
 from kubesched.scheduler._cache import Cache
 from kubesched.scheduler._health import HealthServer
 from kubesched.scheduler._metrics import SchedulerMetrics
-from kubesched.scheduler._queue import SchedulingQueue
+from kubesched.scheduler._queue import (
+    DEFAULT_POD_MAX_IN_UNSCHEDULABLE_PODS_DURATION,
+    SchedulingQueue,
+)
 from kubesched.scheduler._scheduler import Scheduler
 from kubesched.scheduler._workloads import context_reflectors
 
@@ -285,6 +288,9 @@ class SchedulerService:
         health_host: str = "127.0.0.1",
         health_port: int = 10259,
         identity: str | None = None,
+        pod_max_in_unschedulable_pods_duration: float = (
+            DEFAULT_POD_MAX_IN_UNSCHEDULABLE_PODS_DURATION
+        ),
     ) -> None:
         self.config = config
         self.client = client
@@ -301,6 +307,7 @@ class SchedulerService:
             events_to_register=_events(self.frameworks),
             pod_initial_backoff=float(config.pod_initial_backoff_seconds),
             pod_max_backoff=float(config.pod_max_backoff_seconds),
+            pod_max_in_unschedulable_pods_duration=pod_max_in_unschedulable_pods_duration,
             pending_pods_metric=self.metrics.set_pending,
         )
         self.writer = _Writer(client, self.frameworks)
@@ -464,6 +471,7 @@ async def serve(
     health_host: str = "127.0.0.1",
     health_port: int = 10259,
     identity: str | None = None,
+    pod_max_in_unschedulable_pods_duration: float = DEFAULT_POD_MAX_IN_UNSCHEDULABLE_PODS_DURATION,
 ) -> int:
     """Run ``kubesched run`` until SIGINT/SIGTERM; the exit code."""
     cc = config.client_connection
@@ -478,6 +486,7 @@ async def serve(
             health_host=health_host,
             health_port=health_port,
             identity=identity,
+            pod_max_in_unschedulable_pods_duration=pod_max_in_unschedulable_pods_duration,
         )
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
