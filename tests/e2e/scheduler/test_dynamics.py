@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 import yaml
+from sched_e2e import SchedulerProcess, start_scheduler
+
 from conformance.dynamics import Scenario, Scheduler, attempts_from_metrics, compare, load, names
 from conformance.dynamics import run as run_scenario
 from conformance.regenerate import Api
-from sched_e2e import SchedulerProcess, start_scheduler
-
 from kubesched import cluster
 from kubesched.config import format_duration
 
