@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from functools import partial
 
-from prometheus_client import CollectorRegistry, Gauge
+from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -49,6 +49,14 @@ class SchedulerMetrics(FrameworkMetrics):
             buckets=_exponential(0.001, 2, 15),
             registry=r,
         ).labels()
+
+        self.undecodable_objects = Counter(
+            "kubesched_undecodable_objects_total",
+            "Objects the informers could not decode (each retries every unschedulable pod), "
+            "by resource.",
+            ["resource"],
+            registry=r,
+        )
 
         # Pending pods per sub-queue: the gauges read them when scraped, so that the queue's
         # reports (one per pop) are a dict update, without prometheus_client's lock.

@@ -19,6 +19,8 @@ import numpy as np
 
 from kubesched.api import Node, Pod
 from kubesched.framework import (
+    ActionType,
+    ClusterEvent,
     Code,
     CycleState,
     Diagnosis,
@@ -36,6 +38,7 @@ from kubesched.scheduler._cache import Cache, CacheError
 from kubesched.scheduler._events import (
     EVENT_NODE_ADD,
     EVENT_NODE_DELETE,
+    WILDCARD,
     node_scheduling_properties_change,
 )
 from kubesched.scheduler._metrics import SchedulerMetrics
@@ -185,6 +188,17 @@ class Scheduler:
             self.queue.assigned_pod_deleted(pod)
         elif pod.status.nominated_node_name:
             self.queue.assigned_pod_deleted(pod, _priority_at_most(pod))
+
+    def on_undecodable(self, resource: str, key: str) -> None:
+        """An object of ``resource`` changed and could not be decoded: what changed is unknown,
+        so every pod waiting for an event is tried again after its backoff (as kube-scheduler
+        queues a pod when a hint function fails), rather than left waiting for nothing."""
+        if self.metrics is not None:
+            self.metrics.undecodable_objects.labels(resource).inc()
+        log.warning("%s %s could not be decoded; retrying every unschedulable pod", resource, key)
+        self.queue.move_all_to_active_or_backoff(
+            ClusterEvent(WILDCARD, ActionType.ALL, f"{resource}Undecodable")
+        )
 
     # -- the loop ------------------------------------------------------------------------------
 

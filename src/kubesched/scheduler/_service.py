@@ -224,6 +224,9 @@ class _NodeHandler(ResourceEventHandler[Node]):
     def on_delete(self, obj: Node) -> None:
         self.s.on_node_delete(obj)
 
+    def on_undecodable(self, key: str) -> None:
+        self.s.on_undecodable("Node", key)
+
 
 class _PodHandler(ResourceEventHandler[Pod]):
     def __init__(self, scheduler: Scheduler) -> None:
@@ -238,14 +241,18 @@ class _PodHandler(ResourceEventHandler[Pod]):
     def on_delete(self, obj: Pod) -> None:
         self.s.on_pod_delete(obj)
 
+    def on_undecodable(self, key: str) -> None:
+        self.s.on_undecodable("Pod", key)
+
 
 class _StorageHandler(ResourceEventHandler[S], Generic[S]):
     """A storage kind, or a kind plugins watch, into the snapshot's object store, and its
     events to the queue."""
 
-    def __init__(self, snapshot: Snapshot, queue: SchedulingQueue, resource: str) -> None:
+    def __init__(self, snapshot: Snapshot, scheduler: Scheduler, resource: str) -> None:
         self.snapshot = snapshot
-        self.queue = queue
+        self.queue = scheduler.queue
+        self.scheduler = scheduler
         self.resource = resource
 
     def on_add(self, obj: S) -> None:
@@ -266,6 +273,9 @@ class _StorageHandler(ResourceEventHandler[S], Generic[S]):
         self.queue.move_all_to_active_or_backoff(
             ClusterEvent(self.resource, ActionType.DELETE), obj, None
         )
+
+    def on_undecodable(self, key: str) -> None:
+        self.scheduler.on_undecodable(self.resource, key)
 
 
 def _events(frameworks: Mapping[str, Framework]) -> dict[str, list[ClusterEventWithHint]]:
@@ -341,7 +351,7 @@ class SchedulerService:
         # Namespace labels (namespaceSelector) and workload selectors (default spreading).
         self.context = context_reflectors(client, snapshot)
         self.storage: list[Reflector[Any]] = [
-            Reflector(client, path, kind, _StorageHandler(snapshot, self.queue, resource))
+            Reflector(client, path, kind, _StorageHandler(snapshot, self.scheduler, resource))
             for kind, path, resource in STORAGE_KINDS
         ]
         self.storage.extend(
@@ -349,7 +359,7 @@ class SchedulerService:
                 client,
                 k.path,
                 k.type,
-                _StorageHandler(snapshot, self.queue, k.resource),
+                _StorageHandler(snapshot, self.scheduler, k.resource),
                 tolerate_missing=True,
             )
             for k in watched_kinds(p for f in self.frameworks.values() for p in f.plugins())
