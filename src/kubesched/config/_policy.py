@@ -101,8 +101,10 @@ def policy_to_config(data: Any) -> Converted:
     if kind not in (None, "", POLICY_KIND):
         errors.append(FieldError.not_supported("kind", kind, [POLICY_KIND]))
     for name, reason in NOT_CONVERTED.items():
-        if fields.get(name):
-            warnings.append(FieldError(name, f"{format_value(fields[name])}: {reason}"))
+        value = fields.get(name)
+        if value:
+            shown = "" if isinstance(value, (list, dict)) else f"{format_value(value)}: "
+            warnings.append(FieldError(name, shown + reason))
     raw_extenders = fields.get("extenders") or []
     if not isinstance(raw_extenders, list):
         errors.append(
