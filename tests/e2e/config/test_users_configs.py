@@ -209,6 +209,12 @@ def test_prefilter_tutorial_keeps_annotated_pods_pending(
         assert my_prefilter.ERR_REASON in cond["message"]
         assert not get_pod(admin_client, ns, "annotated")["spec"].get("nodeName")
         assert get_pod(admin_client, ns, "annotated")["status"]["phase"] == "Pending"
+        # Removing the annotation is the update that lets it through.
+        admin_client.patch(
+            f"/api/v1/namespaces/{ns}/pods/annotated",
+            {"metadata": {"annotations": {my_prefilter.ANNOTATION: None}}},
+        ).expect(200)
+        assert bound_node(admin_client, ns, "annotated", watch=proc).startswith(f"pf-{group}-")
 
 
 def test_policy_extenders_are_what_kube_scheduler_reads(

@@ -12,8 +12,22 @@ the tutorial's, kept as small as a plugin can be.
 
 from __future__ import annotations
 
+from typing import Any
+
 from kubesched.api import Pod
-from kubesched.framework import Code, CycleState, Nodes, PreFilterPlugin, PreFilterResult, Status
+from kubesched.framework import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    Code,
+    CycleState,
+    EnqueueExtensions,
+    Nodes,
+    PreFilterPlugin,
+    PreFilterResult,
+    QueueingHint,
+    Status,
+)
 
 ANNOTATION = "mycompany.com/environment"
 
@@ -21,7 +35,7 @@ ANNOTATION = "mycompany.com/environment"
 ERR_REASON = f'pod has the annotation "{ANNOTATION}", which MyPreFilter rejects'
 
 
-class MyPreFilter(PreFilterPlugin):
+class MyPreFilter(PreFilterPlugin, EnqueueExtensions):
     """Rejects pods annotated with :data:`ANNOTATION` at PreFilter."""
 
     name = "MyPreFilter"
@@ -32,3 +46,15 @@ class MyPreFilter(PreFilterPlugin):
         if ANNOTATION in pod.metadata.annotations:
             return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_REASON)
         return None, None
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        # Only an update of the pod itself can remove the annotation; nothing else is worth
+        # trying the pod again for.
+        return [ClusterEventWithHint(ClusterEvent("Pod", ActionType.UPDATE), self._pod_updated)]
+
+    def _pod_updated(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        if not isinstance(new, Pod):  # not a pod update after all: try again, to be safe
+            return QueueingHint.QUEUE
+        if new.metadata.uid != pod.metadata.uid:
+            return QueueingHint.SKIP
+        return QueueingHint.SKIP if ANNOTATION in new.metadata.annotations else QueueingHint.QUEUE
