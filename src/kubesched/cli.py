@@ -157,8 +157,8 @@ def _load_scheduler_config(path: str | None) -> tuple[object, object]:
     "--config",
     "config_path",
     type=click.Path(dir_okay=False),
-    help="KubeSchedulerConfiguration file (kubescheduler.config.k8s.io/v1). "
-    "Without it, kube-scheduler's default profile.",
+    help="KubeSchedulerConfiguration file (kubescheduler.config.k8s.io/v1; v1beta1 to v1beta3 "
+    "are converted, with a warning per field). Without it, kube-scheduler's default profile.",
 )
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Cluster to schedule for.")
 @click.option(
