@@ -4,6 +4,7 @@
 - the network-traffic tutorial's v1beta1 profile against a real Prometheus (only its
   Prometheus address changed, to the one the tests run): pods go to the quietest node;
 - the v1beta2 multi-profile example: both profiles bind pods;
+- a v1beta1 profile scoring with NodeResourcesMostAllocated: the pods are packed;
 - the PreFilter tutorial's v1beta3 file with its plugin, the example package
   ``examples/my-prefilter`` installed with pip: a pod with the annotation stays Pending with the
   plugin's message, one without is bound;
@@ -149,6 +150,56 @@ def test_multi_profile_v1beta2_binds_pods_of_both_profiles(
             for p in ("default-scheduler", "no-scoring-scheduler")
         }
         assert placed <= {m["metadata"]["name"] for m in manifests}
+
+
+BIN_PACKING_V1BETA1 = """\
+apiVersion: kubescheduler.config.k8s.io/v1beta1
+kind: KubeSchedulerConfiguration
+leaderElection:
+  leaderElect: false
+profiles:
+- schedulerName: {profile}
+  plugins:
+    score:
+      disabled:
+      - name: NodeResourcesLeastAllocated
+      enabled:
+      - name: NodeResourcesMostAllocated
+        weight: 5
+  pluginConfig:
+  - name: NodeResourcesMostAllocated
+    args:
+      resources:
+      - name: cpu
+        weight: 1
+      - name: memory
+        weight: 1
+"""
+
+
+def test_v1beta1_most_allocated_packs_pods_onto_one_node(
+    admin_client: AdminClient, control_plane: ClusterInfo, tmp_path: Path
+) -> None:
+    group = new_group()
+    profile = f"pack-{group}"
+    config = tmp_path / "pack.yaml"
+    config.write_text(BIN_PACKING_V1BETA1.format(profile=profile))
+    manifests = [annotated_node(f"pack-{group}-{k}", group, cpu="4", memory="8Gi") for k in "abc"]
+    with (
+        nodes(admin_client, manifests),
+        namespace(admin_client) as ns,
+        scheduler(config, tmp_path, control_plane.kubeconfig) as proc,
+    ):
+        assert 'converted to NodeResourcesFit with scoringStrategy type "MostAllocated"' in (
+            proc.log()
+        )
+        placed = []
+        for i in range(4):
+            # cpu and memory in the nodes' proportion: BalancedAllocation ties everywhere
+            pod_in_group(admin_client, ns, profile, f"p{i}", group, cpu="500m", memory="1Gi")
+            placed.append(bound_node(admin_client, ns, f"p{i}", watch=proc))
+        # LeastAllocated would spread them; MostAllocated puts each next to the first
+        assert placed == [placed[0]] * 4
 
 
 @pytest.fixture(scope="module")
