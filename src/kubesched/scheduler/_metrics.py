@@ -6,7 +6,7 @@ Dashboards and alerts written for kube-scheduler (``scheduler_schedule_attempts_
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
@@ -65,6 +65,11 @@ class SchedulerMetrics(FrameworkMetrics):
         # alerts see an idle scheduler rather than no data.
         self.set_pending(dict.fromkeys(("active", "backoff", "unschedulable", "gated"), 0))
 
+    def count_dropped_events(self, read: Callable[[], Mapping[str, int]]) -> None:
+        """``kubesched_events_dropped_total{profile}``, read from ``read`` (profile -> events
+        the recorder dropped: only while the API server failed to take them) when scraped."""
+        self.registry.register(_DroppedEvents(read))
+
     def attempt(self, result: str, profile: str, seconds: float) -> None:
         self.scheduling_attempt_duration.labels(result, profile).observe(seconds)
 
@@ -108,3 +113,23 @@ class _AttemptsCounter(Collector):
 
     def _family(self) -> CounterMetricFamily:
         return CounterMetricFamily(self._NAME, self._DOC, labels=["result", "profile"])
+
+
+class _DroppedEvents(Collector):
+    _NAME = "kubesched_events_dropped"
+    _DOC = "Events not written, by profile: dropped while the API server was failing writes."
+
+    def __init__(self, read: Callable[[], Mapping[str, int]]) -> None:
+        self._read = read
+
+    def collect(self) -> Iterator[Metric]:
+        family = self._family()
+        for profile, n in self._read().items():
+            family.add_metric([profile], float(n))
+        yield family
+
+    def describe(self) -> Iterator[Metric]:
+        yield self._family()
+
+    def _family(self) -> CounterMetricFamily:
+        return CounterMetricFamily(self._NAME, self._DOC, labels=["profile"])

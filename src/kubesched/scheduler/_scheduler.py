@@ -11,7 +11,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -63,8 +63,9 @@ YIELD_EVERY_S = 0.001
 class ClusterWriter(Protocol):
     """What the loop writes back to the cluster (the API server, or nothing in simulation)."""
 
-    def scheduled(self, pod: Pod, node: str, profile: str) -> None:
-        """Record the ``Scheduled`` event."""
+    def scheduled(self, pod: Pod, node: str, profile: str) -> Awaitable[None] | None:
+        """Record the ``Scheduled`` event; or, while events cannot be queued, return what the
+        binding cycle awaits to record it (backpressure rather than a lost event)."""
 
     def failed(
         self, pod: Pod, reason: str, message: str, profile: str, nominated_node: str | None
@@ -337,7 +338,9 @@ class Scheduler:
                 if metrics is not None:
                     metrics.attempt("scheduled", fwk.profile_name, time.perf_counter() - start)
                 log.info("Successfully bound pod to node pod=%s node=%s", pod.key, host)
-                self.writer.scheduled(pod, host, fwk.profile_name)
+                later = self.writer.scheduled(pod, host, fwk.profile_name)
+                if later is not None:
+                    await later
                 if fwk.post_bind_plugins:
                     fwk.run_post_bind(state, pod, host)
                 self.queue.done(uid)

@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from typing import Any, Generic, TypeVar
 
 from kubesched.api import (
@@ -112,8 +112,10 @@ class _Writer:
 
     def __init__(self, client: APIClient, profiles: Mapping[str, Framework]) -> None:
         self._client = client
+        # Events have a rate limiter of their own, as kube-scheduler's event clientset does.
+        events = client.with_own_limiter()
         self.recorders = {
-            name: EventRecorder(client, reporting_controller=name) for name in profiles
+            name: EventRecorder(events, reporting_controller=name) for name in profiles
         }
         self._tasks: set[asyncio.Task[None]] = set()
         # Pod UID -> the newest condition not written yet. One writer per pod at a time: the
@@ -132,8 +134,20 @@ class _Writer:
         for r in self.recorders.values():
             await r.aclose()
 
-    def scheduled(self, pod: Pod, node: str, profile: str) -> None:
-        self.recorders[profile].event(
+    def scheduled(self, pod: Pod, node: str, profile: str) -> Awaitable[None] | None:
+        recorder = self.recorders[profile]
+        if recorder.full and not recorder.failing:
+            return self._scheduled_when_room(recorder, pod, node)
+        self._record_scheduled(recorder, pod, node)
+        return None
+
+    async def _scheduled_when_room(self, recorder: EventRecorder, pod: Pod, node: str) -> None:
+        await recorder.room()
+        self._record_scheduled(recorder, pod, node)
+
+    @staticmethod
+    def _record_scheduled(recorder: EventRecorder, pod: Pod, node: str) -> None:
+        recorder.event(
             pod,
             type="Normal",
             reason="Scheduled",
@@ -321,6 +335,8 @@ class SchedulerService:
             pending_pods_metric=self.metrics.set_pending,
         )
         self.writer = _Writer(client, self.frameworks)
+        recorders = self.writer.recorders
+        self.metrics.count_dropped_events(lambda: {p: r.dropped for p, r in recorders.items()})
         # PodDisruptionBudgets, which preemption tries not to violate.
         self.pdbs: Reflector[PodDisruptionBudget] = Reflector(
             client,
