@@ -86,6 +86,8 @@ class Api:
         self.host = parts.hostname or "127.0.0.1"
         self.port = parts.port
         self.context: ssl.SSLContext = info.ssl_context()
+        self.cert = str(info.admin_cert)
+        self.key = str(info.admin_key)
 
     def request(
         self,
@@ -94,12 +96,13 @@ class Api:
         body: Any = None,
         params: dict[str, str] | None = None,
         ok: tuple[int, ...] = (200, 201),
+        content_type: str = "application/json",
     ) -> Any:
         target = path + ("?" + urllib.parse.urlencode(params) if params else "")
         data = None if body is None else json.dumps(body)
         headers = {"Accept": "application/json"}
         if data is not None:
-            headers["Content-Type"] = "application/json"
+            headers["Content-Type"] = content_type
         conn = http.client.HTTPSConnection(self.host, self.port, context=self.context, timeout=30)
         try:
             conn.request(method, target, body=data, headers=headers)
@@ -110,6 +113,27 @@ class Api:
         if response.status not in ok:
             raise RuntimeError(f"{method} {target}: HTTP {response.status}: {payload[:500]!r}")
         return json.loads(payload) if payload else None
+
+    def get_text(self, url: str) -> str:
+        """``GET`` another HTTPS server of the cluster (a scheduler's ``/metrics``) with the
+        admin certificate, not checking the server's own certificate."""
+        parts = urllib.parse.urlsplit(url)
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        context.load_cert_chain(self.cert, self.key)
+        conn = http.client.HTTPSConnection(
+            parts.hostname or "127.0.0.1", parts.port, context=context, timeout=30
+        )
+        try:
+            conn.request("GET", parts.path)
+            response = conn.getresponse()
+            payload = response.read()
+        finally:
+            conn.close()
+        if response.status != 200:
+            raise RuntimeError(f"GET {url}: HTTP {response.status}: {payload[:500]!r}")
+        return payload.decode()
 
 
 def load_scenario(directory: Path) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:

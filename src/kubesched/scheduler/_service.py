@@ -18,7 +18,7 @@ import contextlib
 import logging
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from typing import Any, Generic, TypeVar
 
 from kubesched.api import (
@@ -59,7 +59,10 @@ from kubesched.scheduler._cache import Cache
 from kubesched.scheduler._debug import DEBUG_QUEUE_PATH, queue_json
 from kubesched.scheduler._health import HealthServer
 from kubesched.scheduler._metrics import SchedulerMetrics
-from kubesched.scheduler._queue import SchedulingQueue
+from kubesched.scheduler._queue import (
+    DEFAULT_POD_MAX_IN_UNSCHEDULABLE_PODS_DURATION,
+    SchedulingQueue,
+)
 from kubesched.scheduler._scheduler import Scheduler
 from kubesched.scheduler._workloads import context_reflectors
 
@@ -111,8 +114,10 @@ class _Writer:
 
     def __init__(self, client: APIClient, profiles: Mapping[str, Framework]) -> None:
         self._client = client
+        # Events have a rate limiter of their own, as kube-scheduler's event clientset does.
+        events = client.with_own_limiter()
         self.recorders = {
-            name: EventRecorder(client, reporting_controller=name) for name in profiles
+            name: EventRecorder(events, reporting_controller=name) for name in profiles
         }
         self._tasks: set[asyncio.Task[None]] = set()
         # Pod UID -> the newest condition not written yet. One writer per pod at a time: the
@@ -131,8 +136,20 @@ class _Writer:
         for r in self.recorders.values():
             await r.aclose()
 
-    def scheduled(self, pod: Pod, node: str, profile: str) -> None:
-        self.recorders[profile].event(
+    def scheduled(self, pod: Pod, node: str, profile: str) -> Awaitable[None] | None:
+        recorder = self.recorders[profile]
+        if recorder.full and not recorder.failing:
+            return self._scheduled_when_room(recorder, pod, node)
+        self._record_scheduled(recorder, pod, node)
+        return None
+
+    async def _scheduled_when_room(self, recorder: EventRecorder, pod: Pod, node: str) -> None:
+        await recorder.room()
+        self._record_scheduled(recorder, pod, node)
+
+    @staticmethod
+    def _record_scheduled(recorder: EventRecorder, pod: Pod, node: str) -> None:
+        recorder.event(
             pod,
             type="Normal",
             reason="Scheduled",
@@ -223,6 +240,9 @@ class _NodeHandler(ResourceEventHandler[Node]):
     def on_delete(self, obj: Node) -> None:
         self.s.on_node_delete(obj)
 
+    def on_undecodable(self, key: str) -> None:
+        self.s.on_undecodable("Node", key)
+
 
 class _PodHandler(ResourceEventHandler[Pod]):
     def __init__(self, scheduler: Scheduler) -> None:
@@ -237,14 +257,18 @@ class _PodHandler(ResourceEventHandler[Pod]):
     def on_delete(self, obj: Pod) -> None:
         self.s.on_pod_delete(obj)
 
+    def on_undecodable(self, key: str) -> None:
+        self.s.on_undecodable("Pod", key)
+
 
 class _StorageHandler(ResourceEventHandler[S], Generic[S]):
     """A storage kind, or a kind plugins watch, into the snapshot's object store, and its
     events to the queue."""
 
-    def __init__(self, snapshot: Snapshot, queue: SchedulingQueue, resource: str) -> None:
+    def __init__(self, snapshot: Snapshot, scheduler: Scheduler, resource: str) -> None:
         self.snapshot = snapshot
-        self.queue = queue
+        self.queue = scheduler.queue
+        self.scheduler = scheduler
         self.resource = resource
 
     def on_add(self, obj: S) -> None:
@@ -265,6 +289,9 @@ class _StorageHandler(ResourceEventHandler[S], Generic[S]):
         self.queue.move_all_to_active_or_backoff(
             ClusterEvent(self.resource, ActionType.DELETE), obj, None
         )
+
+    def on_undecodable(self, key: str) -> None:
+        self.scheduler.on_undecodable(self.resource, key)
 
 
 def _events(frameworks: Mapping[str, Framework]) -> dict[str, list[ClusterEventWithHint]]:
@@ -288,6 +315,9 @@ class SchedulerService:
         health_port: int = 10259,
         identity: str | None = None,
         debug_queue: bool = False,
+        pod_max_in_unschedulable_pods_duration: float = (
+            DEFAULT_POD_MAX_IN_UNSCHEDULABLE_PODS_DURATION
+        ),
     ) -> None:
         self.config = config
         self.client = client
@@ -304,9 +334,12 @@ class SchedulerService:
             events_to_register=_events(self.frameworks),
             pod_initial_backoff=float(config.pod_initial_backoff_seconds),
             pod_max_backoff=float(config.pod_max_backoff_seconds),
+            pod_max_in_unschedulable_pods_duration=pod_max_in_unschedulable_pods_duration,
             pending_pods_metric=self.metrics.set_pending,
         )
         self.writer = _Writer(client, self.frameworks)
+        recorders = self.writer.recorders
+        self.metrics.count_dropped_events(lambda: {p: r.dropped for p, r in recorders.items()})
         # PodDisruptionBudgets, which preemption tries not to violate.
         self.pdbs: Reflector[PodDisruptionBudget] = Reflector(
             client,
@@ -337,7 +370,7 @@ class SchedulerService:
         # Namespace labels (namespaceSelector) and workload selectors (default spreading).
         self.context = context_reflectors(client, snapshot)
         self.storage: list[Reflector[Any]] = [
-            Reflector(client, path, kind, _StorageHandler(snapshot, self.queue, resource))
+            Reflector(client, path, kind, _StorageHandler(snapshot, self.scheduler, resource))
             for kind, path, resource in STORAGE_KINDS
         ]
         self.storage.extend(
@@ -345,7 +378,7 @@ class SchedulerService:
                 client,
                 k.path,
                 k.type,
-                _StorageHandler(snapshot, self.queue, k.resource),
+                _StorageHandler(snapshot, self.scheduler, k.resource),
                 tolerate_missing=True,
             )
             for k in watched_kinds(p for f in self.frameworks.values() for p in f.plugins())
@@ -472,6 +505,7 @@ async def serve(
     health_port: int = 10259,
     identity: str | None = None,
     debug_queue: bool = False,
+    pod_max_in_unschedulable_pods_duration: float = DEFAULT_POD_MAX_IN_UNSCHEDULABLE_PODS_DURATION,
 ) -> int:
     """Run ``kubesched run`` until SIGINT/SIGTERM; the exit code."""
     cc = config.client_connection
@@ -487,6 +521,7 @@ async def serve(
             health_port=health_port,
             identity=identity,
             debug_queue=debug_queue,
+            pod_max_in_unschedulable_pods_duration=pod_max_in_unschedulable_pods_duration,
         )
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
