@@ -45,6 +45,7 @@ from kubesched.plugins.taint_toleration import NAME as TAINT_TOLERATION
 from kubesched.plugins.volume_zone import NAME as VOLUME_ZONE
 from kubesched.simulate._input import Inputs
 from kubesched.simulate._run import (
+    PRE_FILTER_RESULT,
     REASON_GATED,
     REASON_NOT_HANDLED,
     REASON_SCHEDULED,
@@ -210,7 +211,6 @@ class _Analysis:
         self.message = "" if self.fits else str(FitError(pod, diagnosis))
         #: Node name -> plugin -> reason, for every node some plugin rejects.
         self.blocked: dict[str, dict[str, str]] = {}
-        self.first: dict[str, int] = {}
         self.rejections: dict[str, Rejection] = {}
         if self.pre_filter or self.fits:
             self.closest: list[NearNode] = []
@@ -220,7 +220,7 @@ class _Analysis:
         for g in diagnosis.groups:
             if not g.status.plugin:
                 for s in g.slots.tolist():
-                    self.blocked[names[s]] = {"PreFilter": g.status.message}
+                    self.blocked[names[s]] = {PRE_FILTER_RESULT: g.status.message}
                 asked = asked[~np.isin(asked, g.slots)]
         nodes = Nodes(snapshot, asked)
         for p in fwk.filter_plugins:
