@@ -157,6 +157,10 @@ async def explain_view(
     return {"pod": _pod_entry(decided), **_rows(pod)}
 
 
+def _decision(result: SimulationResult, key: str) -> dict[str, Any] | None:
+    return next((_pod_entry(p) for p in result.pods if p.key == key), None)
+
+
 def _pod_entry(p: PodResult) -> dict[str, Any]:
     return {
         "key": p.key,
@@ -252,7 +256,7 @@ def profile_view(loaded: Loaded) -> dict[str, Any]:
 
 async def what_if(loaded: Loaded, request: dict[str, Any]) -> dict[str, Any]:
     """Simulate again with the request's changes; returns the pods and, for ``target`` (the pod
-    edited or looked at), its explain table before and after.
+    edited or looked at), the loaded run's decision and the new explain table.
 
     ``request``: ``target`` (``namespace/name``), ``pod`` (YAML of a pod replacing the target, or
     a new pod), ``config`` (YAML of a whole configuration), ``weights`` (plugin -> weight, in
@@ -280,7 +284,7 @@ async def what_if(loaded: Loaded, request: dict[str, Any]) -> dict[str, Any]:
     return {
         "pods": pods_view(result),
         "target": target,
-        "before": await explain_view(loaded, target) if target else None,
+        "before": _decision(loaded.result, target) if target else None,
         "after": after,
         "issues": [str(i) for i in result.issues if i not in loaded.inputs.issues],
     }

@@ -89,7 +89,7 @@ async def test_a_weight_changes_the_pick() -> None:
     loaded = await _loaded(load_text(TWO_NODES))
     assert loaded.result.pods[0].node == "cached"
     out = await what_if(loaded, {"target": "default/app", "weights": {"NodeResourcesFit": 5}})
-    assert out["before"]["pod"]["node"] == "cached"
+    assert out["before"]["node"] == "cached"
     assert out["after"]["pod"]["node"] == "roomy"
     assert out["pods"][0]["node"] == "roomy"
     # Nothing kept: the loaded state is as it was.
@@ -108,7 +108,7 @@ async def test_an_edited_pod_replaces_the_one_selected() -> None:
         1,
     )
     out = await what_if(loaded, {"target": "ml/notebook", "pod": edited})
-    assert out["before"]["pod"]["reason"] == "Unschedulable"
+    assert out["before"]["reason"] == "Unschedulable"
     assert out["after"]["pod"]["node"] == "gpu-b1"
     assert [p["key"] for p in out["pods"]].count("ml/notebook") == 1
 

@@ -237,7 +237,7 @@ async function runWhatIf() {
   state.changed = new Set(doc.pods.filter((p) => before.get(p.key) !== (p.node || p.reason)).map((p) => p.key));
   if (doc.target) state.selected = doc.target;
   renderPods();
-  const was = doc.before ? doc.before.pod.node || doc.before.pod.reason : "(new pod)";
+  const was = doc.before ? doc.before.node || doc.before.reason : "(new pod)";
   const now = doc.after ? doc.after.pod.node || doc.after.pod.reason : "";
   $("whatif-result").innerHTML = (doc.target ? `<p id="whatif-pick">${esc(doc.target)}: ${esc(was)} → <b>${esc(now)}</b></p>` : "") +
     `<p>${state.changed.size} pod(s) placed differently.</p>` +
