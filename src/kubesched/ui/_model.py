@@ -266,11 +266,12 @@ async def what_if(loaded: Loaded, request: dict[str, Any]) -> dict[str, Any]:
     if target is not None and not isinstance(target, str):
         raise WhatIfError("target: must be a string namespace/name")
     inputs = loaded.inputs
+    warnings: list[str] = []
     pod_text = request.get("pod")
     if pod_text:
         if not isinstance(pod_text, str):
             raise WhatIfError("pod: must be a YAML string")
-        inputs, target = _with_pod(inputs, pod_text, target)
+        inputs, target, warnings = _with_pod(inputs, pod_text, target)
     config = _config(loaded, request)
     try:
         result = await simulate(inputs, config, loaded.registry, seed=loaded.seed)
@@ -286,11 +287,13 @@ async def what_if(loaded: Loaded, request: dict[str, Any]) -> dict[str, Any]:
         "target": target,
         "before": _decision(loaded.result, target) if target else None,
         "after": after,
-        "issues": [str(i) for i in result.issues if i not in loaded.inputs.issues],
+        "issues": warnings,
     }
 
 
-def _with_pod(inputs: Inputs, text: str, target: str | None) -> tuple[Inputs, str]:
+def _with_pod(inputs: Inputs, text: str, target: str | None) -> tuple[Inputs, str, list[str]]:
+    """``inputs`` with the pod of ``text`` in place of ``target``; the pod's key, and the
+    warnings reading it gave."""
     parsed = load_text(text, "pod")
     if parsed.errors:
         raise WhatIfError("pod: " + "; ".join(i.message for i in parsed.errors))
@@ -304,7 +307,8 @@ def _with_pod(inputs: Inputs, text: str, target: str | None) -> tuple[Inputs, st
     # The edited pod keeps its place in the order when it replaces one.
     at = next((i for i, p in enumerate(inputs.pods) if p.key == replaced), len(pods))
     pods.insert(min(at, len(pods)), pod)
-    return Inputs(inputs.nodes, pods, inputs.objects, inputs.issues), pod.key
+    warnings = [str(i) for i in parsed.warnings]
+    return Inputs(inputs.nodes, pods, inputs.objects, inputs.issues), pod.key, warnings
 
 
 def _config(loaded: Loaded, request: dict[str, Any]) -> KubeSchedulerConfiguration:
