@@ -42,6 +42,7 @@ from kubesched.plugins.node_affinity import NAME as NODE_AFFINITY
 from kubesched.plugins.node_resources.fit import NAME as NODE_RESOURCES_FIT
 from kubesched.plugins.node_unschedulable import NAME as NODE_UNSCHEDULABLE
 from kubesched.plugins.taint_toleration import NAME as TAINT_TOLERATION
+from kubesched.plugins.volume_zone import LABEL_TOPOLOGY_ZONE
 from kubesched.plugins.volume_zone import NAME as VOLUME_ZONE
 from kubesched.simulate._input import Inputs
 from kubesched.simulate._run import (
@@ -56,7 +57,6 @@ from kubesched.simulate._run import (
 #: The taint the node lifecycle controller puts on a cordoned node; a pod tolerating it passes
 #: NodeUnschedulable too (as DaemonSet pods do).
 TAINT_NODE_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
-ZONE_LABEL = "topology.kubernetes.io/zone"
 
 #: Kinds of :class:`WayOut`.
 WAY_TOLERATION = "toleration"
@@ -416,7 +416,7 @@ class _Analysis:
         ]
         zones = sorted(
             {
-                info.node.metadata.labels.get(ZONE_LABEL, "")
+                info.node.metadata.labels.get(LABEL_TOPOLOGY_ZONE, "")
                 for info in allowed
                 if info.node is not None
             }

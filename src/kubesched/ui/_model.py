@@ -21,6 +21,7 @@ from kubesched.config import (
     load_config_from_dict,
 )
 from kubesched.framework import FrameworkError, Registry, plugin_args_types
+from kubesched.plugins.volume_zone import LABEL_TOPOLOGY_ZONE
 from kubesched.simulate import (
     FILTER_OK,
     PRE_FILTER_RESULT,
@@ -34,7 +35,6 @@ from kubesched.simulate import (
     why_json,
 )
 
-ZONE_LABEL = "topology.kubernetes.io/zone"
 #: Nodes without the zone label are grouped under this name.
 NO_ZONE = "(no zone)"
 
@@ -69,10 +69,12 @@ async def load(
 
 def cluster_view(loaded: Loaded) -> dict[str, Any]:
     """The node grid: per zone, each node's allocation after the simulation, taints, cordon,
-    and the pods on it (running ones and those the simulation placed)."""
+    and the pods on it (running ones, less those preempted, and those the simulation placed)."""
     placed: dict[str, list[tuple[Pod, bool]]] = {}
+    evicted = {v for r in loaded.result.pods for v in r.victims}
     for pod in loaded.inputs.running:
-        placed.setdefault(pod.spec.node_name, []).append((pod, False))
+        if pod.key not in evicted:
+            placed.setdefault(pod.spec.node_name, []).append((pod, False))
     by_key = {p.key: p for p in loaded.inputs.pending}
     for r in loaded.result.pods:
         if r.node is not None:
@@ -88,7 +90,7 @@ def cluster_view(loaded: Loaded) -> dict[str, Any]:
             alloc[MEMORY] += reqs.get(MEMORY, 0)
             pods.append({"key": pod.key, "simulated": simulated})
         capacity = node_allocatable(node)
-        zone = node.metadata.labels.get(ZONE_LABEL, NO_ZONE)
+        zone = node.metadata.labels.get(LABEL_TOPOLOGY_ZONE, NO_ZONE)
         zones.setdefault(zone, []).append(
             {
                 "name": name,
