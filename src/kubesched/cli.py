@@ -327,6 +327,20 @@ def plugins() -> None:
         click.echo(f"{r[0].ljust(widths[0])}  {r[1].ljust(widths[1])}  {r[2]}")
 
 
+def _as_invoked() -> str:
+    """``kubesched`` when that is this command on PATH, else the path it was started by (make
+    demo's ``.venv/bin/kubesched``), so that printed commands work as printed."""
+    import os  # noqa: PLC0415
+    import shutil  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    found = shutil.which("kubesched")
+    me = sys.argv[0]
+    if found is not None and os.path.exists(me) and os.path.samefile(found, me):
+        return "kubesched"
+    return me if os.sep in me else "kubesched"
+
+
 @main.command("demo")
 @click.option("--timeout", default=60.0, show_default=True, help="Seconds to wait for decisions.")
 def demo(timeout: float) -> None:
@@ -344,12 +358,13 @@ def demo(timeout: float) -> None:
     for name, (node, why) in outcomes.items():
         click.echo(f"{name.ljust(width)}  {node or 'unschedulable: ' + why}")
     placed = sum(1 for node, _ in outcomes.values() if node)
+    me = _as_invoked()
     click.echo(
         f"\n{placed}/{len(outcomes)} pods scheduled by kubesched. The cluster keeps running:\n"
-        f"  kubesched kubectl --kubeconfig {info.kubeconfig} get pods -n {NAMESPACE} -o wide\n"
-        f"  kubesched kubectl --kubeconfig {info.kubeconfig} get events -n {NAMESPACE}\n"
-        f"  kubesched why too-big -n {NAMESPACE} --kubeconfig {info.kubeconfig}\n"
-        f"  kubesched cluster down    # when done"
+        f"  {me} kubectl --kubeconfig {info.kubeconfig} get pods -n {NAMESPACE} -o wide\n"
+        f"  {me} kubectl --kubeconfig {info.kubeconfig} get events -n {NAMESPACE}\n"
+        f"  {me} why too-big -n {NAMESPACE} --kubeconfig {info.kubeconfig}\n"
+        f"  {me} cluster down    # when done"
     )
 
 
