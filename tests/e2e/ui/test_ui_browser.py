@@ -139,6 +139,13 @@ def test_explain_table_is_simulates_and_a_weight_changes_the_pick(tmp_path: Path
         assert page.inner_text('li[data-pod="default/app"] .where') == "cached"
         assert page.inner_text("#explain tr.chosen td:first-child") == "cached"
         page.screenshot(path=str(shots / "what-if.png"), full_page=True)
+        # A pod that cannot be read: the error names the field, nothing else changes.
+        page.fill("#pod-yaml", "kind: Pod\nspec: {nodeName: roomy}\n")
+        page.click("#run")
+        error = page.wait_for_selector("#whatif-result .error")
+        assert error is not None
+        assert error.inner_text().startswith("pod: ")
+        assert page.inner_text("#pick") == "cached"
         assert errors == []
 
         # Read-only: nothing but the what-if endpoint takes a write.

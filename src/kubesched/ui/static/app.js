@@ -111,10 +111,18 @@ async function select(key) {
   state.selected = key;
   state.limit = PAGE;
   renderPods();
-  const [explain, yaml] = await Promise.all([
-    getJSON(`/api/explain?pod=${encodeURIComponent(key)}`),
-    fetch(`/api/pod-yaml?pod=${encodeURIComponent(key)}`).then((r) => (r.ok ? r.text() : "")),
-  ]);
+  let explain, yaml;
+  try {
+    [explain, yaml] = await Promise.all([
+      getJSON(`/api/explain?pod=${encodeURIComponent(key)}`),
+      fetch(`/api/pod-yaml?pod=${encodeURIComponent(key)}`).then((r) => (r.ok ? r.text() : "")),
+    ]);
+  } catch (e) {
+    $("pod-panel").hidden = false;
+    $("pod-title").textContent = key;
+    $("pod-outcome").innerHTML = `<span class="error">${esc(e.message)}</span>`;
+    return;
+  }
   state.podYaml = yaml;
   $("pod-yaml").value = yaml;
   showExplain(explain);
@@ -226,8 +234,14 @@ async function runWhatIf() {
   body.disabled = [...document.querySelectorAll("[data-plugin]")]
     .filter((c) => !c.checked).map((c) => c.dataset.plugin);
   $("whatif-result").innerHTML = `<span class="muted">simulating…</span>`;
-  const r = await fetch("/api/what-if", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
-  const doc = await r.json();
+  let r, doc;
+  try {
+    r = await fetch("/api/what-if", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+    doc = await r.json();
+  } catch (e) {
+    $("whatif-result").innerHTML = `<div class="error">${esc(e.message)}</div>`;
+    return;
+  }
   if (!r.ok) {
     $("whatif-result").innerHTML = `<div class="error">${esc(doc.error)}</div>`;
     return;
