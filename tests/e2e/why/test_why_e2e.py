@@ -21,8 +21,9 @@ if TYPE_CHECKING:
 
 
 class Fixture:
-    def __init__(self, ns: str, nodes: dict[str, str]) -> None:
+    def __init__(self, ns: str, pool: str, nodes: dict[str, str]) -> None:
         self.ns = ns
+        self.pool = pool
         #: role -> node name: "small" (room for 1 CPU), "tainted", "cordoned".
         self.nodes = nodes
 
@@ -86,7 +87,7 @@ def stuck(admin_client: AdminClient) -> Iterator[Fixture]:
         _pod("filler", pool, "2", nodeName=nodes["tainted"], tolerations=[{"operator": "Exists"}]),
     ).expect(201)
     admin_client.post(f"/api/v1/namespaces/{ns}/pods", pending).expect(201)
-    yield Fixture(ns, nodes)
+    yield Fixture(ns, pool, nodes)
     for name in ("running", "filler", "stuck"):
         admin_client.request(
             "DELETE", f"/api/v1/namespaces/{ns}/pods/{name}", params={"gracePeriodSeconds": "0"}
@@ -167,3 +168,21 @@ def test_kubectl_passes_through_to_the_built_binary(
     )
     assert bad.returncode == 1
     assert 'the server doesn\'t have a resource type "nope"' in bad.stderr
+
+
+def test_why_a_pod_of_a_file_on_the_live_cluster(
+    control_plane: ClusterInfo, stuck: Fixture, tmp_path: Path
+) -> None:
+    """Would this new pod fit? The cluster's nodes and running pods, the pod from the file."""
+    manifest = tmp_path / "new.json"
+    newcomer = _pod("newcomer", stuck.pool, "1")
+    newcomer["metadata"]["namespace"] = stuck.ns
+    manifest.write_text(json.dumps({"apiVersion": "v1", "kind": "Pod", **newcomer}))
+    args = ["why", "newcomer", "-n", stuck.ns, "-f", str(manifest), "--from-cluster"]
+    args += ["--kubeconfig", str(control_plane.kubeconfig), "-o", "json"]
+    result = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    # The small node has 1 CPU left beside the running pod; the cluster's pending pod is not
+    # on it.
+    assert (doc["reason"], doc["node"]) == ("Scheduled", stuck.nodes["small"])
