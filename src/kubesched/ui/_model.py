@@ -7,7 +7,7 @@ ones and simulates them; nothing is kept from it and nothing goes to a cluster.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -37,6 +37,8 @@ from kubesched.simulate import (
 
 #: Nodes without the zone label are grouped under this name.
 NO_ZONE = "(no zone)"
+#: Explain tables of the loaded run kept for pods selected again (each is a row per node).
+EXPLAINED_KEPT = 16
 
 
 class WhatIfError(Exception):
@@ -53,6 +55,8 @@ class Loaded:
     source: str
     seed: int | None
     result: SimulationResult
+    #: Pod key -> its explain table in this run, the latest :data:`EXPLAINED_KEPT`.
+    explained: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 async def load(
@@ -144,6 +148,9 @@ async def explain_view(
     :func:`_as_met_by`): keeping every node's verdict for every pod of a run would hold
     pods x nodes explanations in memory.
     """
+    own = inputs is None and config is None and result is None
+    if own and key in loaded.explained:
+        return loaded.explained[key]
     inputs = inputs or loaded.inputs
     result = result or loaded.result
     decided = next((p for p in result.pods if p.key == key), None)
@@ -156,7 +163,12 @@ async def explain_view(
     )
     (pod,) = again.pods
     # The run's decision: trying again breaks ties between top scores anew.
-    return {"pod": _pod_entry(decided), **_rows(pod)}
+    view = {"pod": _pod_entry(decided), **_rows(pod)}
+    if own:
+        if len(loaded.explained) >= EXPLAINED_KEPT:
+            del loaded.explained[next(iter(loaded.explained))]
+        loaded.explained[key] = view
+    return view
 
 
 def _decision(result: SimulationResult, key: str) -> dict[str, Any] | None:

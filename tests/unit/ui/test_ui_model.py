@@ -17,7 +17,13 @@ from kubesched.simulate import (
     simulate,
 )
 from kubesched.ui import Loaded, WhatIfError, load
-from kubesched.ui._model import cluster_view, explain_view, pod_yaml, what_if, why_view
+from kubesched.ui._model import (
+    cluster_view,
+    explain_view,
+    pod_yaml,
+    what_if,
+    why_view,
+)
 
 #: Two nodes: ImageLocality prefers the one with the image (it wins with the default weights),
 #: LeastAllocated the roomy one.
@@ -144,3 +150,19 @@ def test_profiles_for_copies_the_first_profile_per_name() -> None:
     assert [p.scheduler_name for p in config.profiles] == ["kubesched", "default-scheduler"]
     assert config.profiles[0].plugins == default_config().profiles[0].plugins
     assert profiles_for(default_config(), []) == default_config()
+
+
+async def test_explain_tables_of_the_loaded_run_are_kept_a_while(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("kubesched.ui._model.EXPLAINED_KEPT", 3)
+    loaded = await _loaded(load_inputs(example_paths()))
+    first = await explain_view(loaded, "ml/train")
+    assert await explain_view(loaded, "ml/train") is first
+    keys = [p.key for p in loaded.result.pods]
+    for key in keys:
+        await explain_view(loaded, key)
+    assert list(loaded.explained) == keys[-3:]  # the latest three
+    # A what-if's own tables are never kept.
+    out = await what_if(loaded, {"target": keys[-1], "weights": {"ImageLocality": 9}})
+    assert loaded.explained[keys[-1]] is not out["after"]
