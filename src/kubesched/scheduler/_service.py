@@ -35,11 +35,9 @@ from kubesched.config import KubeSchedulerConfiguration
 from kubesched.framework import (
     ActionType,
     ClusterEvent,
-    ClusterEventWithHint,
     Framework,
     Registry,
     Snapshot,
-    Status,
     StoredObject,
     build_frameworks,
     watched_kinds,
@@ -55,13 +53,12 @@ from kubesched.kube import (
     api_path,
     update_pod_condition,
 )
-from kubesched.scheduler._cache import Cache
+from kubesched.scheduler._assembly import new_scheduler
 from kubesched.scheduler._debug import DEBUG_QUEUE_PATH, queue_json
 from kubesched.scheduler._health import HealthServer
 from kubesched.scheduler._metrics import SchedulerMetrics
 from kubesched.scheduler._queue import (
     DEFAULT_POD_MAX_IN_UNSCHEDULABLE_PODS_DURATION,
-    SchedulingQueue,
 )
 from kubesched.scheduler._scheduler import Scheduler
 from kubesched.scheduler._workloads import context_reflectors
@@ -294,14 +291,6 @@ class _StorageHandler(ResourceEventHandler[S], Generic[S]):
         self.scheduler.on_undecodable(self.resource, key)
 
 
-def _events(frameworks: Mapping[str, Framework]) -> dict[str, list[ClusterEventWithHint]]:
-    out: dict[str, list[ClusterEventWithHint]] = {}
-    for fwk in frameworks.values():
-        for plugin, events in fwk.events_to_register().items():
-            out.setdefault(plugin, []).extend(events)
-    return out
-
-
 class SchedulerService:
     """Everything ``kubesched run`` starts, in the order it starts and stops it."""
 
@@ -326,17 +315,6 @@ class SchedulerService:
         self.frameworks = build_frameworks(
             config, registry, snapshot, client=_Binder(client), metrics=self.metrics
         )
-        first = next(iter(self.frameworks.values()))
-        self.queue = SchedulingQueue(
-            less=first.less,
-            sort_key=first.sort_key,
-            pre_enqueue=self._pre_enqueue,
-            events_to_register=_events(self.frameworks),
-            pod_initial_backoff=float(config.pod_initial_backoff_seconds),
-            pod_max_backoff=float(config.pod_max_backoff_seconds),
-            pod_max_in_unschedulable_pods_duration=pod_max_in_unschedulable_pods_duration,
-            pending_pods_metric=self.metrics.set_pending,
-        )
         self.writer = _Writer(client, self.frameworks)
         recorders = self.writer.recorders
         self.metrics.count_dropped_events(lambda: {p: r.dropped for p, r in recorders.items()})
@@ -351,14 +329,16 @@ class SchedulerService:
             fwk.set_evictor(self.writer)
             fwk.set_event_recorder(self.writer.recorders[name])
             fwk.register_lister(PodDisruptionBudget, self.pdbs.list)
-        self.scheduler = Scheduler(
-            profiles=self.frameworks,
-            cache=Cache(snapshot),
-            queue=self.queue,
-            writer=self.writer,
+        self.scheduler = new_scheduler(
+            config,
+            self.frameworks,
+            snapshot,
+            self.writer,
             metrics=self.metrics,
             pod_lookup=self._lookup,
+            pod_max_in_unschedulable_pods_duration=pod_max_in_unschedulable_pods_duration,
         )
+        self.queue = self.scheduler.queue
         self.nodes = Reflector(client, "/api/v1/nodes", Node, _NodeHandler(self.scheduler))
         self.pods = Reflector(
             client,
@@ -412,10 +392,6 @@ class SchedulerService:
 
     def _queue_json(self) -> bytes:
         return queue_json(self.queue, time.monotonic())  # the queue's own clock
-
-    def _pre_enqueue(self, pod: Pod) -> Status | None:
-        fwk = self.frameworks.get(pod.spec.scheduler_name)
-        return None if fwk is None else fwk.run_pre_enqueue(pod)
 
     def _lookup(self, namespace: str, name: str) -> Pod | None:
         return self.pods.store.get_by_name(namespace, name)
