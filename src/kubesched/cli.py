@@ -176,6 +176,12 @@ def _load_scheduler_config(path: str | None) -> tuple[object, object]:
 )
 @click.option("--identity", help="Leader election identity (default: hostname_uuid).")
 @click.option(
+    "--debug-queue",
+    is_flag=True,
+    help="Also serve GET /debug/queue on that address: the scheduling queue as JSON, read-only "
+    "(for `kubesched ui --scheduler`). Off by default: it names every pending pod.",
+)
+@click.option(
     "--pod-max-in-unschedulable-pods-duration",
     "max_unschedulable",
     default="5m",
@@ -195,6 +201,7 @@ def run(
     health_port: int,
     bind_address: str,
     identity: str | None,
+    debug_queue: bool,
     max_unschedulable: str,
     log_level: str,
 ) -> None:
@@ -231,6 +238,7 @@ def run(
                 health_host=bind_address,
                 health_port=health_port,
                 identity=identity,
+                debug_queue=debug_queue,
                 pod_max_in_unschedulable_pods_duration=max_unschedulable_s,
             )
         )
@@ -319,6 +327,20 @@ def plugins() -> None:
         click.echo(f"{r[0].ljust(widths[0])}  {r[1].ljust(widths[1])}  {r[2]}")
 
 
+def _as_invoked() -> str:
+    """``kubesched`` when that is this command on PATH, else the path it was started by (make
+    demo's ``.venv/bin/kubesched``), so that printed commands work as printed."""
+    import os  # noqa: PLC0415
+    import shutil  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    found = shutil.which("kubesched")
+    me = sys.argv[0]
+    if found is not None and os.path.exists(me) and os.path.samefile(found, me):
+        return "kubesched"
+    return me if os.sep in me else "kubesched"
+
+
 @main.command("demo")
 @click.option("--timeout", default=60.0, show_default=True, help="Seconds to wait for decisions.")
 def demo(timeout: float) -> None:
@@ -336,12 +358,34 @@ def demo(timeout: float) -> None:
     for name, (node, why) in outcomes.items():
         click.echo(f"{name.ljust(width)}  {node or 'unschedulable: ' + why}")
     placed = sum(1 for node, _ in outcomes.values() if node)
+    me = _as_invoked()
     click.echo(
         f"\n{placed}/{len(outcomes)} pods scheduled by kubesched. The cluster keeps running:\n"
-        f"  kubectl --kubeconfig {info.kubeconfig} get pods -n {NAMESPACE} -o wide\n"
-        f"  kubectl --kubeconfig {info.kubeconfig} get events -n {NAMESPACE}\n"
-        f"  kubesched cluster down    # when done"
+        f"  {me} kubectl --kubeconfig {info.kubeconfig} get pods -n {NAMESPACE} -o wide\n"
+        f"  {me} kubectl --kubeconfig {info.kubeconfig} get events -n {NAMESPACE}\n"
+        f"  {me} why too-big -n {NAMESPACE} --kubeconfig {info.kubeconfig}\n"
+        f"  {me} cluster down    # when done"
     )
+
+
+@main.command(
+    "kubectl",
+    context_settings={"ignore_unknown_options": True, "help_option_names": []},
+)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def kubectl(args: tuple[str, ...]) -> None:
+    """Run the kubectl built with the local control plane (cached under ~/.cache/kubesched)
+    with ARGS, so that a machine without kubectl on PATH can still look at the cluster."""
+    import os  # noqa: PLC0415
+
+    from kubesched.cluster import find_binaries  # noqa: PLC0415
+
+    binaries = find_binaries()
+    if binaries is None:
+        raise click.ClickException(
+            "kubectl is not built yet: `kubesched cluster binaries` (or `make demo`) builds it"
+        )
+    os.execv(binaries.kubectl, [str(binaries.kubectl), *args])
 
 
 @main.command("simulate")
@@ -424,6 +468,163 @@ def simulate(
     except simulator.SimulateError as err:
         raise click.ClickException(str(err)) from err
     raise SystemExit(code)
+
+
+@main.command("why")
+@click.argument("pod")
+@click.option("-n", "--namespace", default="default", show_default=True)
+@click.option(
+    "-f",
+    "--filename",
+    "files",
+    multiple=True,
+    type=click.Path(exists=True, allow_dash=True),
+    help="Read the cluster from manifests instead (as `simulate -f`); the pod is one of them.",
+)
+@click.option(
+    "--from-cluster",
+    is_flag=True,
+    help="With -f: the live cluster's nodes and running pods too, the pod from the manifests.",
+)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, exists=True),
+    help="KubeSchedulerConfiguration whose profile (by schedulerName) judges the pod. "
+    "Without it, kube-scheduler's default profile, whatever the pod's schedulerName.",
+)
+@click.option(
+    "--kubeconfig",
+    type=click.Path(dir_okay=False),
+    help="Cluster to read (default: $KUBECONFIG, ~/.kube/config).",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+)
+@click.option("--closest", default=5, show_default=True, help="How many closest nodes to show.")
+def why(
+    pod: str,
+    namespace: str,
+    files: tuple[str, ...],
+    from_cluster: bool,
+    config_path: str | None,
+    kubeconfig: str | None,
+    output: str,
+    closest: int,
+) -> None:
+    """Why POD is pending: the plugins that reject nodes, the closest nodes, and ways out.
+
+    Reads the live cluster (list calls only, as `simulate --from-cluster`); every way out is
+    checked by simulating it. Nothing is written. See docs/why.md.
+    """
+    from kubesched import simulate as simulator  # noqa: PLC0415 (keeps --help fast)
+    from kubesched.config import KubeSchedulerConfiguration  # noqa: PLC0415
+    from kubesched.framework import Registry  # noqa: PLC0415
+
+    if from_cluster and not files:
+        raise click.UsageError("--from-cluster goes with -f (without -f the cluster is read)")
+    if kubeconfig and files and not from_cluster:
+        raise click.UsageError("--kubeconfig is not read with -f unless --from-cluster")
+    config, registry = _load_scheduler_config(config_path)
+    assert isinstance(config, KubeSchedulerConfiguration)
+    assert isinstance(registry, Registry)
+    try:
+        code = simulator.run_why(
+            namespace,
+            pod,
+            config,
+            registry,
+            files=list(files),
+            from_cluster=from_cluster,
+            kubeconfig=kubeconfig,
+            output=output,
+            closest=closest,
+            any_scheduler_name=config_path is None,
+            out=lambda text: click.echo(text, nl=False),
+        )
+    except simulator.SimulateError as err:
+        raise click.ClickException(str(err)) from err
+    raise SystemExit(code)
+
+
+@main.command("ui")
+@click.option(
+    "-f",
+    "--filename",
+    "files",
+    multiple=True,
+    type=click.Path(exists=True, allow_dash=True),
+    help="Manifests to show, as `simulate -f`. Without -f and --from-cluster, a built-in example.",
+)
+@click.option(
+    "--from-cluster",
+    is_flag=True,
+    help="Start from a live cluster's nodes and pods (read once, list calls only).",
+)
+@click.option(
+    "--kubeconfig",
+    type=click.Path(dir_okay=False),
+    help="Cluster to read with --from-cluster (default: $KUBECONFIG, ~/.kube/config).",
+)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, exists=True),
+    help="KubeSchedulerConfiguration, as `simulate --config`. Without it, kube-scheduler's "
+    "default profile judges every pod, whatever its schedulerName.",
+)
+@click.option("--seed", type=int, help="Seed of the random tie-break between equal scores.")
+@click.option("--address", default="127.0.0.1", show_default=True, help="Address to serve on.")
+@click.option("--port", default=10270, show_default=True, help="Port to serve on.")
+@click.option(
+    "--scheduler",
+    default="",
+    help="Base URL of a `kubesched run --debug-queue` health listener (e.g. "
+    "http://127.0.0.1:10259): its queue is shown too.",
+)
+def ui(
+    files: tuple[str, ...],
+    from_cluster: bool,
+    kubeconfig: str | None,
+    config_path: str | None,
+    seed: int | None,
+    address: str,
+    port: int,
+    scheduler: str,
+) -> None:
+    """Serve a web page on the simulation: nodes by zone, per pod the explain table and why,
+    what-if runs in memory, and a running scheduler's queue. Nothing is written to a cluster.
+    See docs/ui.md."""
+    from kubesched import ui as page  # noqa: PLC0415 (keeps --help fast)
+    from kubesched.config import KubeSchedulerConfiguration  # noqa: PLC0415
+    from kubesched.framework import Registry  # noqa: PLC0415
+    from kubesched.simulate import SimulateError  # noqa: PLC0415
+
+    if kubeconfig and not from_cluster:
+        raise click.UsageError("--kubeconfig is only read with --from-cluster")
+    config, registry = _load_scheduler_config(config_path)
+    assert isinstance(config, KubeSchedulerConfiguration)
+    assert isinstance(registry, Registry)
+    try:
+        page.serve(
+            list(files),
+            config,
+            registry,
+            from_cluster=from_cluster,
+            kubeconfig=kubeconfig,
+            host=address,
+            port=port,
+            seed=seed,
+            scheduler=scheduler,
+            any_scheduler_name=config_path is None,
+            progress=_progress,
+        )
+    except SimulateError as err:
+        raise click.ClickException(str(err)) from err
 
 
 @main.group()

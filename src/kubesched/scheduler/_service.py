@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import time
 from collections.abc import Awaitable, Mapping
 from typing import Any, Generic, TypeVar
 
@@ -53,6 +54,7 @@ from kubesched.kube import (
     update_pod_condition,
 )
 from kubesched.scheduler._assembly import new_scheduler
+from kubesched.scheduler._debug import DEBUG_QUEUE_PATH, queue_json
 from kubesched.scheduler._health import HealthServer
 from kubesched.scheduler._metrics import SchedulerMetrics
 from kubesched.scheduler._queue import (
@@ -301,6 +303,7 @@ class SchedulerService:
         health_host: str = "127.0.0.1",
         health_port: int = 10259,
         identity: str | None = None,
+        debug_queue: bool = False,
         pod_max_in_unschedulable_pods_duration: float = (
             DEFAULT_POD_MAX_IN_UNSCHEDULABLE_PODS_DURATION
         ),
@@ -382,9 +385,13 @@ class SchedulerService:
             port=health_port,
             ready_checks={"sched-handler-sync": self._synced},
             live_checks={"leaderElection": self._leader_ok},
+            debug={DEBUG_QUEUE_PATH: self._queue_json} if debug_queue else None,
         )
         self._stop = asyncio.Event()
         self.lost_leadership = False
+
+    def _queue_json(self) -> bytes:
+        return queue_json(self.queue, time.monotonic())  # the queue's own clock
 
     def _lookup(self, namespace: str, name: str) -> Pod | None:
         return self.pods.store.get_by_name(namespace, name)
@@ -473,6 +480,7 @@ async def serve(
     health_host: str = "127.0.0.1",
     health_port: int = 10259,
     identity: str | None = None,
+    debug_queue: bool = False,
     pod_max_in_unschedulable_pods_duration: float = DEFAULT_POD_MAX_IN_UNSCHEDULABLE_PODS_DURATION,
 ) -> int:
     """Run ``kubesched run`` until SIGINT/SIGTERM; the exit code."""
@@ -488,6 +496,7 @@ async def serve(
             health_host=health_host,
             health_port=health_port,
             identity=identity,
+            debug_queue=debug_queue,
             pod_max_in_unschedulable_pods_duration=pod_max_in_unschedulable_pods_duration,
         )
         loop = asyncio.get_running_loop()
