@@ -16,7 +16,8 @@ node's NodeFeature objects.
   the best node to 100 (``score * 100 // max``).
 
 The modules: :mod:`._nfd` (NFD's rule engine and NodeFeature), :mod:`._spec` (the spec),
-:mod:`._registry` (finding artifacts in OCI registries), :mod:`._fetch` (the cache by digest
+:mod:`._registry` (finding artifacts in OCI registries, with :mod:`._reference`,
+:mod:`._credentials`, :mod:`._challenge`, :mod:`._tokens`), :mod:`._fetch` (the cache by digest
 and the background fetches), :mod:`._verdicts` (results per spec and node features),
 :mod:`._args`, :mod:`._plugin`. See docs/plugins/image-compatibility.md.
 """
