@@ -251,7 +251,7 @@ def _next_link(response: aiohttp.ClientResponse) -> str | None:
 
 
 class RegistryClient:
-    """An OCI distribution client that finds NFD compatibility artifacts; the steps: the module doc.
+    """An OCI distribution client that finds NFD compatibility artifacts (see the module doc).
 
     One client serves any number of registries and concurrent lookups; it owns an
     ``aiohttp.ClientSession``, created on first use in the running event loop. Call
