@@ -450,7 +450,7 @@ class Framework:
                 state.skip_filter_plugins.add(p.name)
                 continue
             if s is not None and s.code != Code.SUCCESS:
-                s.with_plugin(p.name)
+                s = s.with_plugin(p.name)
                 if s.code == Code.UNSCHEDULABLE:
                     status = s
                     continue
