@@ -207,7 +207,7 @@ def run(
         KubeSchedulerConfiguration,
         parse_duration,
     )
-    from kubesched.framework import FrameworkError, Registry  # noqa: PLC0415
+    from kubesched.framework import ProfileError, Registry  # noqa: PLC0415
     from kubesched.kube import KubeConfigError  # noqa: PLC0415
     from kubesched.scheduler import serve  # noqa: PLC0415
 
@@ -237,7 +237,7 @@ def run(
     except ConfigError as err:
         where = err.with_source(config_path) if config_path else err
         raise click.ClickException(f"invalid configuration: {where}") from err
-    except FrameworkError as err:
+    except ProfileError as err:
         raise click.ClickException(f"invalid configuration: {err}") from err
     except KubeConfigError as err:
         raise click.ClickException(str(err)) from err

@@ -11,7 +11,7 @@ from kubesched.extender._agents import AgentError, agents_config, parse_agents
 from kubesched.extender._logging import configure_logging
 from kubesched.extender._server import ListenError, ServerOptions, server_ssl_context
 from kubesched.extender._service import serve
-from kubesched.framework import FrameworkError, Registry, plugin_args_types
+from kubesched.framework import ProfileError, Registry, plugin_args_types
 from kubesched.kube import KubeConfigError
 from kubesched.plugins import default_registry
 
@@ -109,7 +109,7 @@ class ExtenderCommand:
             raise CommandError(
                 f"{e} (--standalone serves full Nodes bodies without a cluster)"
             ) from e
-        except (ConfigError, FrameworkError) as e:
+        except (ConfigError, ProfileError) as e:
             raise CommandError(f"invalid configuration: {e}") from e
         except ListenError as e:
             raise CommandError(str(e.strerror)) from e

@@ -70,6 +70,7 @@ from kubesched.framework import (
     Framework,
     IntArray,
     Nodes,
+    PluginError,
     Registry,
     ScoreError,
     Snapshot,
@@ -137,13 +138,13 @@ def _go_list(items: list[str]) -> str:
     return "[" + " ".join(items) + "]"
 
 
-def _plugin_error(err: FilterError, point: str) -> str:
+def _plugin_error(err: PluginError) -> str:
     message = err.status.message
     if message.startswith("running "):
         return message
-    if point == "filter":
-        return f'running "{err.plugin}" filter plugin: {message}'
-    return f'running Score plugin "{err.plugin}": {message}'
+    if isinstance(err, ScoreError):
+        return f'running Score plugin "{err.plugin}": {message}'
+    return f'running "{err.plugin}" filter plugin: {message}'
 
 
 def _names_answer(
@@ -510,7 +511,7 @@ class Extender:
                     )
                     target.append((group.slots, group.status.message))
         except FilterError as e:
-            return ExtenderFilterResult(error=_plugin_error(e, "filter")), 0
+            return ExtenderFilterResult(error=_plugin_error(e)), 0
         except Exception as e:  # a plugin bug is this attempt's error, not the server's
             log.exception("filter of %s failed", pod.key)
             return ExtenderFilterResult(error=f"filter failed: {type(e).__name__}: {e}"), 0
@@ -548,8 +549,8 @@ class Extender:
         pod, c = request
         try:
             scores = self._prioritize(c, pod)
-        except FilterError as e:
-            return Reply.text(500, _plugin_error(e, "score"))
+        except ScoreError as e:
+            return Reply.text(500, _plugin_error(e))
         if c.known is not None:  # unknown nodes score 0
             every = np.zeros(len(c.names), dtype=np.int64)
             every[c.known] = scores
@@ -604,7 +605,7 @@ class Extender:
         try:
             kept = self._preempt(snapshot, fwk, args.pod, proposed)
         except FilterError as e:
-            return Reply.text(500, _plugin_error(e, "filter"))
+            return Reply.text(500, _plugin_error(e))
         log.debug(
             "preempt %s (profile %s): %d candidate nodes, %d kept",
             args.pod.key,

@@ -5,6 +5,14 @@ Names follow kube-scheduler's ``pkg/scheduler/framework``: a reader who knows ``
 """
 
 from kubesched.framework._cycle_state import CycleState
+from kubesched.framework._errors import (
+    FilterError,
+    FrameworkError,
+    NoNodesAvailableError,
+    PluginError,
+    ProfileError,
+    ScoreError,
+)
 from kubesched.framework._interface import (
     EXTENSION_POINTS,
     ActionType,
@@ -54,15 +62,11 @@ from kubesched.framework._runtime import (
     MAX_NODE_SCORE,
     MIN_NODE_SCORE,
     Diagnosis,
-    FilterError,
     FitError,
     Framework,
-    FrameworkError,
     Metrics,
     NodeGroup,
-    NoNodesAvailableError,
     ScheduleResult,
-    ScoreError,
 )
 from kubesched.framework._snapshot import WORKLOAD_KINDS, NodeTrial, Snapshot
 from kubesched.framework._status import Code, Status, is_success
@@ -117,6 +121,7 @@ __all__ = [
     "ObjectStore",
     "PermitPlugin",
     "Plugin",
+    "PluginError",
     "PodActivator",
     "PodEvictor",
     "PodGroup",
@@ -130,6 +135,7 @@ __all__ = [
     "PreFilterPlugin",
     "PreFilterResult",
     "PreScorePlugin",
+    "ProfileError",
     "QueueSortPlugin",
     "QueuedPodInfo",
     "QueueingHint",

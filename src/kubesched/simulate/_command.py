@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TextIO
 
 from kubesched.config import ConfigError, KubeSchedulerConfiguration
-from kubesched.framework import FrameworkError, Registry, watched_kinds
+from kubesched.framework import ProfileError, Registry, watched_kinds
 from kubesched.simulate._input import InputBuilder, InputError, Inputs
 from kubesched.simulate._output import render_json, render_table
 from kubesched.simulate._run import Detail, SimulationResult, simulate
@@ -131,7 +131,7 @@ def run(
         result: SimulationResult = asyncio.run(
             simulate(inputs, config, registry, seed=seed, detail=detail, progress=ProgressLine(err))
         )
-    except (ConfigError, FrameworkError) as e:
+    except (ConfigError, ProfileError) as e:
         raise SimulateError(f"invalid configuration: {e}") from e
     write(render_json(result) if output == "json" else render_table(result, explain=explain))
     errors = inputs.errors
