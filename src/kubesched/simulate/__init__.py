@@ -7,10 +7,10 @@ the result. ``kubesched simulate`` is :func:`run`. See docs/simulate.md.
 """
 
 from kubesched.api import CSINode, PersistentVolume, PersistentVolumeClaim, StorageClass
-from kubesched.simulate._command import ProgressLine, SimulateError, example_paths, load, run
+from kubesched.simulate._command import ProgressLine, example_paths, load, run
+from kubesched.simulate._errors import InputError, SimulateError
 from kubesched.simulate._input import (
     InputBuilder,
-    InputError,
     Inputs,
     Issue,
     load_inputs,

@@ -46,6 +46,7 @@ except ImportError:  # PyYAML built without libyaml: the same, slower
 from kubesched.api import Node, Pod, QuantityError, node_allocatable, parse_quantity, pod_requests
 from kubesched.framework import WatchedKind
 from kubesched.plugins.inter_pod_affinity import apply_match_label_keys
+from kubesched.simulate._errors import InputError
 from kubesched.simulate._objects import KINDS, ClusterObjects
 
 #: Directory entries read by ``-f DIR``.
@@ -108,10 +109,6 @@ class Inputs:
     @property
     def pending(self) -> list[Pod]:
         return [p for p in self.pods if not p.spec.node_name]
-
-
-class InputError(Exception):
-    """A path that cannot be read at all."""
 
 
 class _Loader(_BaseLoader):
