@@ -282,6 +282,7 @@ def make_pod(
     image: str = PAUSE_IMAGE,
     spec: Mapping[str, Any] | None = None,
     priority: int | None = None,
+    uid: str | None = None,
 ) -> Pod:
     """A pod with one container; ``spec`` entries are merged into the pod's spec as JSON."""
     requests = {}
@@ -292,7 +293,7 @@ def make_pod(
     pod = (
         PodWrapper(name)
         .namespace(namespace)
-        .uid(next_uid())
+        .uid(uid or next_uid())
         .labels(labels or {})
         .annotations(annotations or {})
         .container("c", image=image, requests=requests)
