@@ -302,3 +302,38 @@ def make_pod(
     if priority is not None:
         pod.priority(priority)
     return pod.spec(spec or {}).obj()
+
+
+def req_pod(
+    *containers: Mapping[str, str],
+    init: Sequence[Mapping[str, str]] = (),
+    sidecars: Sequence[Mapping[str, str]] = (),
+    overhead: Mapping[str, str] | None = None,
+    pod_level: Mapping[str, str] | None = None,
+    node_name: str = "",
+    uid: str | None = None,
+    nominated: str = "",
+) -> Pod:
+    """upstream's resource pods (``st.MakePod().Req(...)`` per container): each positional
+    argument is one container's requests; ``sidecars`` are restartable init containers placed
+    before the ordinary ``init`` ones. Named ``p<n>`` in ``default``, uid ``uid-<n>`` unless
+    given."""
+    n = next(_uids)
+    built = (
+        PodWrapper(f"p{n}")
+        .namespace("default")
+        .uid(uid or f"uid-{n}")
+        .node(node_name)
+        .nominated(nominated)
+    )
+    for requests in containers:
+        built.req(requests)
+    for i, requests in enumerate(sidecars):
+        built.init_container(f"s{i}", requests=requests, sidecar=True)
+    for i, requests in enumerate(init):
+        built.init_container(f"i{i}", requests=requests)
+    if overhead:
+        built.overhead(overhead)
+    if pod_level:
+        built.pod_requests(pod_level)
+    return built.obj()
