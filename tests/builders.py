@@ -71,6 +71,12 @@ class PodWrapper:
         self._metadata.setdefault("annotations", {}).update(annotations)
         return self
 
+    def owner(self, api_version: str, kind: str, name: str) -> Self:
+        """A controller owner reference (a ReplicaSet, a StatefulSet, ...)."""
+        ref = {"apiVersion": api_version, "kind": kind, "name": name, "controller": True}
+        self._metadata.setdefault("ownerReferences", []).append(ref)
+        return self
+
     def terminating(self, since: str = "2025-01-01T00:00:00Z") -> Self:
         """Marked for deletion (``metadata.deletionTimestamp``)."""
         self._metadata["deletionTimestamp"] = since
@@ -88,6 +94,10 @@ class PodWrapper:
         containers = self._spec.setdefault("containers", [])
         containers.append(_container(name or f"c{len(containers)}", image, requests, fields))
         return self
+
+    def pause(self, image: str = PAUSE_IMAGE, requests: Mapping[str, str] | None = None) -> Self:
+        """The container :func:`make_pod` gives: ``c``, the pause image, ``requests`` or none."""
+        return self.container("c", image=image, requests=requests or {})
 
     def req(self, requests: Mapping[str, str]) -> Self:
         """upstream's ``Req``: one more container requesting ``requests``."""
@@ -296,7 +306,7 @@ def make_pod(
         .uid(uid or next_uid())
         .labels(labels or {})
         .annotations(annotations or {})
-        .container("c", image=image, requests=requests)
+        .pause(image, requests)
         .node(node_name)
     )
     if priority is not None:
