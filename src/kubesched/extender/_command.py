@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from kubesched.config import ConfigError, KubeSchedulerConfiguration, load_config
 from kubesched.extender._agents import AgentError, agents_config, parse_agents
+from kubesched.extender._errors import ExtenderError
 from kubesched.extender._logging import configure_logging
 from kubesched.extender._server import ListenError, ServerOptions, server_ssl_context
 from kubesched.extender._service import serve
@@ -18,7 +19,7 @@ from kubesched.plugins import default_registry
 __all__ = ["CommandError", "ExtenderCommand"]
 
 
-class CommandError(Exception):
+class CommandError(ExtenderError):
     """A problem with the options or the configuration, told to the user as is."""
 
 
