@@ -69,7 +69,7 @@ from kubesched.framework._runtime import (
     ScheduleResult,
 )
 from kubesched.framework._snapshot import WORKLOAD_KINDS, NodeTrial, Snapshot
-from kubesched.framework._status import Code, Status, is_success
+from kubesched.framework._status import SKIP, Code, Status, is_success
 from kubesched.framework._store import ObjectStore, StoredObject
 from kubesched.framework._table import (
     BoolArray,
@@ -85,6 +85,7 @@ __all__ = [
     "EXTENSION_POINTS",
     "MAX_NODE_SCORE",
     "MIN_NODE_SCORE",
+    "SKIP",
     "WORKLOAD_KINDS",
     "APIClient",
     "ActionType",

@@ -105,6 +105,9 @@ class Status:
         return f"Status({self.code.label}{who}: {self.message!r})"
 
 
+#: The Skip status (the plugin has nothing to do for this pod): immutable, so one serves every call.
+SKIP = Status(Code.SKIP)
+
 _REJECTED = frozenset({Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE, Code.PENDING})
 
 

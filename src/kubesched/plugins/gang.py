@@ -17,6 +17,7 @@ import numpy as np
 from kubesched.api import Pod
 from kubesched.config import FieldError, decode_args
 from kubesched.framework import (
+    SKIP,
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
@@ -98,7 +99,7 @@ class PodGroup(PreFilterPlugin, ReservePlugin, PermitPlugin, EnqueueExtensions):
         self, state: CycleState, pod: Pod, nodes: Nodes
     ) -> tuple[PreFilterResult | None, Status | None]:
         if group_of(pod) is None:
-            return None, Status(Code.SKIP)
+            return None, SKIP
         if min_available(pod) is None:
             raw = pod.metadata.labels.get(MIN_AVAILABLE_LABEL)
             label = f"pod group label {MIN_AVAILABLE_LABEL}"

@@ -32,6 +32,7 @@ from kubesched.config import InterPodAffinityArgs, decode_args
 from kubesched.config._names import is_qualified_name, is_valid_label_value
 from kubesched.framework import (
     MAX_NODE_SCORE,
+    SKIP,
     ActionType,
     AffinityClass,
     BoolArray,
@@ -598,7 +599,7 @@ class InterPodAffinity(
             and not terms.required_anti_affinity
             and not _any_nonzero(existing)
         ):
-            return None, Status(Code.SKIP)
+            return None, SKIP
         affinity = tuple(map(self._merge_namespaces, terms.required_affinity))
         anti = tuple(map(self._merge_namespaces, terms.required_anti_affinity))
         aff_counts, anti_counts = self._incoming_counts(affinity, anti)
@@ -746,7 +747,7 @@ class InterPodAffinity(
             )
         )
         if self.ignore_preferred_terms_of_existing_pods and not has_preferred:
-            return Status(Code.SKIP)
+            return SKIP
         terms = PodAffinityTerms.of(pod)
         if terms.errors:
             return Status(Code.ERROR, f"failed to parse pod: {terms.error}")
@@ -764,7 +765,7 @@ class InterPodAffinity(
         ns_labels = self._snapshot.namespace_labels(pod.metadata.namespace)
         matched |= self._score_existing_terms(topology, pod, ns_labels)
         if not matched:
-            return Status(Code.SKIP)
+            return SKIP
         state.write(PRE_SCORE_STATE_KEY, _PreScoreState(topology))
         return None
 

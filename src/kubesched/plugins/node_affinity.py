@@ -34,6 +34,7 @@ from kubesched.api import NodeAffinity as NodeAffinitySpec
 from kubesched.config import NodeAffinityArgs, decode_args
 from kubesched.framework import (
     MAX_NODE_SCORE,
+    SKIP,
     ActionType,
     BoolArray,
     ClusterEvent,
@@ -368,7 +369,7 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, E
             else None
         )
         if required is None and self.added_node_selector is None and not pod.spec.node_selector:
-            return None, Status(Code.SKIP)
+            return None, SKIP
         state.write(PRE_FILTER_STATE_KEY, RequiredNodeAffinity.of(pod))
         if required is None or not required.node_selector_terms:
             return None, None
@@ -430,7 +431,7 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, E
         except ValueError as e:
             return Status.as_error(e)
         if preferred is None and self.added_preferred is None:
-            return Status(Code.SKIP)
+            return SKIP
         state.write(PRE_SCORE_STATE_KEY, _PreScoreState(preferred))
         return None
 

@@ -27,6 +27,7 @@ from kubesched.api import (
 from kubesched.config import SYSTEM_DEFAULTING, PodTopologySpreadArgs, decode_args
 from kubesched.framework import (
     MAX_NODE_SCORE,
+    SKIP,
     ActionType,
     BoolArray,
     ClusterEvent,
@@ -409,7 +410,7 @@ class PodTopologySpread(
                 what = "setting default hard topology spread constraints"
             return None, Status(Code.ERROR, f"get constraints from pod: {what}: {e}")
         if not constraints:
-            return None, Status(Code.SKIP)
+            return None, SKIP
         snap = self._snapshot
         table, slots = snap.table, nodes.slots
         vids = [_value_ids(table, c.topology_key, slots) for c in constraints]
@@ -508,7 +509,7 @@ class PodTopologySpread(
     def pre_score(self, state: CycleState, pod: Pod, nodes: Nodes) -> Status | None:
         snap = self._snapshot
         if len(snap) == 0:
-            return Status(Code.SKIP)
+            return SKIP
         own = bool(pod.spec.topology_spread_constraints)
         try:
             constraints = self.constraints(pod, SCHEDULE_ANYWAY)
@@ -520,7 +521,7 @@ class PodTopologySpread(
             )
             return Status(Code.ERROR, f"calculating preScoreState: {what}: {e}")
         if not constraints:
-            return Status(Code.SKIP)
+            return SKIP
         # Only non-system-default spreading needs every topology key on a node, so nodes
         # without a zone still get hostname spreading.
         require_all = own or not self.system_defaulted
