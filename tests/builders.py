@@ -11,6 +11,7 @@ shapes (a pause container, a Ready node with 110 pods) in one call.
 
 from __future__ import annotations
 
+import copy
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Self
@@ -176,9 +177,17 @@ class PodWrapper:
         _merge(self._status, status)
         return self
 
+    def resource_version(self, version: str) -> Self:
+        self._metadata["resourceVersion"] = version
+        return self
+
     def obj(self) -> Pod:
         raw = {"metadata": self._metadata, "spec": self._spec, "status": self._status}
         return msgspec.convert(raw, Pod)
+
+    def manifest(self) -> Json:
+        """The pod as the API takes and serves it: only what was set, as JSON."""
+        return _manifest("Pod", self._metadata, self._spec, self._status)
 
 
 def _container(
@@ -251,6 +260,16 @@ class NodeWrapper:
     def obj(self) -> Node:
         raw = {"metadata": self._metadata, "spec": self._spec, "status": self._status}
         return msgspec.convert(raw, Node)
+
+    def manifest(self) -> Json:
+        """The node as the API takes and serves it: only what was set, as JSON."""
+        return _manifest("Node", self._metadata, self._spec, self._status)
+
+
+def _manifest(kind: str, metadata: Json, spec: Json, status: Json) -> Json:
+    parts = {"metadata": metadata, "spec": spec, "status": status}
+    kept = {key: copy.deepcopy(value) for key, value in parts.items() if value}
+    return {"apiVersion": "v1", "kind": kind, **kept}
 
 
 def make_node(
