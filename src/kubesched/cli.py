@@ -6,9 +6,35 @@ inside the commands so that ``kubesched --help`` stays fast.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
 import click
 
 from kubesched import __version__
+
+if TYPE_CHECKING:
+    from kubesched.config import KubeSchedulerConfiguration
+    from kubesched.framework import Registry
+
+#: Options several commands share.
+_cluster_name = click.option("--name", default="kubesched", show_default=True, help="Cluster name.")
+_log_level = click.option(
+    "--log-level",
+    default="INFO",
+    show_default=True,
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+)
+
+
+def _config_option(text: str, *, exists: bool = False) -> Callable[[Any], Any]:
+    """``--config FILE``, a KubeSchedulerConfiguration, passed as ``config_path``."""
+    path = click.Path(dir_okay=False, exists=exists)
+    return click.option("--config", "config_path", type=path, help=text)
+
+
+def _kubeconfig_option(text: str) -> Callable[[Any], Any]:
+    return click.option("--kubeconfig", type=click.Path(dir_okay=False), help=text)
 
 
 def _progress(message: str) -> None:
@@ -27,7 +53,7 @@ def cluster() -> None:
 
 
 @cluster.command("up")
-@click.option("--name", default="kubesched", show_default=True, help="Cluster name.")
+@_cluster_name
 @click.option(
     "--apiserver-arg",
     "apiserver_args",
@@ -60,7 +86,7 @@ def cluster_up(name: str, apiserver_args: tuple[str, ...], timeout: float) -> No
 
 
 @cluster.command("down")
-@click.option("--name", default="kubesched", show_default=True, help="Cluster name.")
+@_cluster_name
 def cluster_down(name: str) -> None:
     """Stop every process of a cluster and remove its state."""
     from kubesched import cluster as control_plane  # noqa: PLC0415 (keeps --help fast)
@@ -134,8 +160,8 @@ def _setup_logging(level: str) -> None:
     logging.getLogger("httpx2").setLevel(logging.WARNING)
 
 
-def _load_scheduler_config(path: str | None) -> tuple[object, object]:
-    """The plugin registry and the loaded configuration, or a clear error naming the field."""
+def _load_scheduler_config(path: str | None) -> tuple[KubeSchedulerConfiguration, Registry]:
+    """The loaded configuration and the plugin registry, or a clear error naming the field."""
     from kubesched.config import ConfigError, default_config, load_config  # noqa: PLC0415
     from kubesched.framework import plugin_args_types  # noqa: PLC0415
     from kubesched.plugins import default_registry  # noqa: PLC0415
@@ -153,14 +179,11 @@ def _load_scheduler_config(path: str | None) -> tuple[object, object]:
 
 
 @main.command("run")
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(dir_okay=False),
-    help="KubeSchedulerConfiguration file (kubescheduler.config.k8s.io/v1; v1beta1 to v1beta3 "
-    "are converted, with a warning per field). Without it, kube-scheduler's default profile.",
+@_config_option(
+    "KubeSchedulerConfiguration file (kubescheduler.config.k8s.io/v1; v1beta1 to v1beta3 "
+    "are converted, with a warning per field). Without it, kube-scheduler's default profile."
 )
-@click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Cluster to schedule for.")
+@_kubeconfig_option("Cluster to schedule for.")
 @click.option(
     "--port",
     "health_port",
@@ -189,12 +212,7 @@ def _load_scheduler_config(path: str | None) -> tuple[object, object]:
     help="How long a pod may wait for a cluster event before it is tried again anyway "
     "(kube-scheduler's flag of that name; a Go duration).",
 )
-@click.option(
-    "--log-level",
-    default="INFO",
-    show_default=True,
-    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
-)
+@_log_level
 def run(
     config_path: str | None,
     kubeconfig: str | None,
@@ -211,10 +229,9 @@ def run(
     from kubesched.config import (  # noqa: PLC0415
         ConfigError,
         DurationError,
-        KubeSchedulerConfiguration,
         parse_duration,
     )
-    from kubesched.framework import FrameworkError, Registry  # noqa: PLC0415
+    from kubesched.framework import ProfileError  # noqa: PLC0415
     from kubesched.kube import KubeConfigError  # noqa: PLC0415
     from kubesched.scheduler import serve  # noqa: PLC0415
 
@@ -226,8 +243,6 @@ def run(
         ) from err
     _setup_logging(log_level)
     config, registry = _load_scheduler_config(config_path)
-    assert isinstance(config, KubeSchedulerConfiguration)
-    assert isinstance(registry, Registry)
     try:
         # Profiles are built before the first request: a bad profile never reaches the cluster.
         code = asyncio.run(
@@ -245,7 +260,7 @@ def run(
     except ConfigError as err:
         where = err.with_source(config_path) if config_path else err
         raise click.ClickException(f"invalid configuration: {where}") from err
-    except FrameworkError as err:
+    except ProfileError as err:
         raise click.ClickException(f"invalid configuration: {err}") from err
     except KubeConfigError as err:
         raise click.ClickException(str(err)) from err
@@ -399,12 +414,10 @@ def kubectl(args: tuple[str, ...]) -> None:
     "-o yaml` output), a directory of them, or - for stdin. Repeatable. Without -f and "
     "--from-cluster, a built-in example.",
 )
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(dir_okay=False, exists=True),
-    help="KubeSchedulerConfiguration whose profiles (by schedulerName) schedule the pods. "
+@_config_option(
+    "KubeSchedulerConfiguration whose profiles (by schedulerName) schedule the pods. "
     "Without it, kube-scheduler's default profile.",
+    exists=True,
 )
 @click.option(
     "-o",
@@ -425,11 +438,7 @@ def kubectl(args: tuple[str, ...]) -> None:
     help="Start from a live cluster's nodes and pods (read-only, list calls only) and simulate "
     "the -f pods, or the cluster's pending pods without -f.",
 )
-@click.option(
-    "--kubeconfig",
-    type=click.Path(dir_okay=False),
-    help="Cluster to read with --from-cluster (default: $KUBECONFIG, ~/.kube/config).",
-)
+@_kubeconfig_option("Cluster to read with --from-cluster (default: $KUBECONFIG, ~/.kube/config).")
 def simulate(
     files: tuple[str, ...],
     config_path: str | None,
@@ -445,14 +454,10 @@ def simulate(
     Exit code 1 if an input object was invalid (and skipped). See docs/simulate.md.
     """
     from kubesched import simulate as simulator  # noqa: PLC0415 (keeps --help fast)
-    from kubesched.config import KubeSchedulerConfiguration  # noqa: PLC0415
-    from kubesched.framework import Registry  # noqa: PLC0415
 
     if kubeconfig and not from_cluster:
         raise click.UsageError("--kubeconfig is only read with --from-cluster")
     config, registry = _load_scheduler_config(config_path)
-    assert isinstance(config, KubeSchedulerConfiguration)
-    assert isinstance(registry, Registry)
     try:
         code = simulator.run(
             list(files),
@@ -760,12 +765,7 @@ def bench_e2e(
 
 
 @main.command("extender")
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(dir_okay=False),
-    help="KubeSchedulerConfiguration whose profiles to serve (the first is the default).",
-)
+@_config_option("KubeSchedulerConfiguration whose profiles to serve (the first is the default).")
 @click.option(
     "--agents",
     metavar="A,B,...",
@@ -793,11 +793,9 @@ def bench_e2e(
     type=click.Path(dir_okay=False),
     help="Require client certificates signed by this CA (mutual TLS).",
 )
-@click.option(
-    "--kubeconfig",
-    type=click.Path(dir_okay=False),
-    help="Cluster for the node and pod informers and for binding "
-    "(default: $KUBECONFIG, in-cluster, ~/.kube/config).",
+@_kubeconfig_option(
+    "Cluster for the node and pod informers and for binding "
+    "(default: $KUBECONFIG, in-cluster, ~/.kube/config)."
 )
 @click.option(
     "--standalone",
@@ -868,9 +866,7 @@ def extender(
     required=True,
     help="Prometheus URL (http://prometheus.monitoring:9090); user:password@ for basic auth.",
 )
-@click.option(
-    "--kubeconfig", type=click.Path(dir_okay=False), help="Cluster whose nodes to annotate."
-)
+@_kubeconfig_option("Cluster whose nodes to annotate.")
 @click.option(
     "--interval", default="60", show_default=True, help="Between rounds: seconds, or 1m, 90s..."
 )
@@ -893,12 +889,7 @@ def extender(
 )
 @click.option("--bearer-token-file", default="", help="Bearer token for Prometheus (re-read).")
 @click.option("--ca-file", default="", help="CA bundle of an HTTPS Prometheus.")
-@click.option(
-    "--log-level",
-    default="INFO",
-    show_default=True,
-    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
-)
+@_log_level
 def annotate_nodes(
     prometheus: str,
     kubeconfig: str | None,

@@ -22,6 +22,7 @@ from __future__ import annotations
 from kubesched.api import Pod
 from kubesched.config import DynamicResourcesArgs
 from kubesched.framework import (
+    SKIP,
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
@@ -65,7 +66,7 @@ class DynamicResources(PreFilterPlugin, PostFilterPlugin, EnqueueExtensions):
         claims = [c.name for c in pod.spec.resource_claims]
         state.write(_STATE_KEY, bool(claims))
         if not claims:
-            return None, Status(Code.SKIP)
+            return None, SKIP
         return None, Status(
             Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
             ERR_CLAIMS_NOT_SUPPORTED.format(claims=", ".join(claims)),

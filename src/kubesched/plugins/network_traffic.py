@@ -1,30 +1,9 @@
 """NetworkTraffic: prefer nodes that receive less network traffic, as Prometheus measures it.
 
-A port of the ``NetworkTraffic`` plugin of the scheduler-plugins tutorial ("Creating a
-kube-scheduler plugin"): Score gives each node its measured traffic, NormalizeScore maps the
-busiest node to 0 and an idle one to 100::
-
-    score = 100 - traffic * 100 // max traffic          (integer division)
-
-where ``traffic`` is the node's receive rate in bytes per second, truncated to an integer. When
-every known node has 0 traffic (``max == 0``) they all score 100 (the tutorial divides by zero
-there). A node Prometheus knows nothing about scores the neutral :data:`NEUTRAL_SCORE` (50).
-
-The tutorial queried ``sum_over_time(node_network_receive_bytes_total{...}[range])`` per node,
-which adds up the raw values of a counter: that measures how long the node has been up and how
-many samples the range holds, not how busy it is. The default query here is::
-
-    sum by (kubernetes_node) (rate(node_network_receive_bytes_total{device=~"eth0"}[5m]))
-
-one query for all nodes, per-second bytes averaged over the range, counter resets handled.
-
-**Never in the scheduling cycle.** A background thread (started when the plugin first scores)
-runs the query every ``refreshInterval`` and keeps the latest answer. Score only reads it. When
-there is no answer yet, or the last good one is older than ``maxDataAge`` (Prometheus down, query
-failing), every node scores the neutral 50: the plugin stops having an opinion rather than
-holding pods back. That is logged when it starts and stops, and counted in
-``kubesched_network_traffic_neutral_scores_total``; refreshes are counted in
-``kubesched_network_traffic_refreshes_total``. See ``docs/plugins/network-traffic.md``.
+The scheduler-plugins tutorial's plugin, with a query that measures traffic (a rate, not a sum
+of counter values), and never in the scheduling cycle: a background thread refreshes the answer,
+Score only reads it, and missing or stale data scores every node a neutral 50. The formula, the
+query and the metrics: docs/plugins/network-traffic.md.
 
 This module also holds :class:`PrometheusClient`, the small HTTP client (standard library only)
 that ``kubesched annotate-nodes`` uses as well.

@@ -8,10 +8,10 @@ pod: what rejects it and what would let it in) is :func:`run_why`. See docs/simu
 """
 
 from kubesched.api import CSINode, PersistentVolume, PersistentVolumeClaim, StorageClass
-from kubesched.simulate._command import ProgressLine, SimulateError, example_paths, load, run
+from kubesched.simulate._command import ProgressLine, example_paths, load, run
+from kubesched.simulate._errors import InputError, SimulateError
 from kubesched.simulate._input import (
     InputBuilder,
-    InputError,
     Inputs,
     Issue,
     load_inputs,

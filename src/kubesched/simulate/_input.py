@@ -1,29 +1,10 @@
 """Reading what to simulate: manifests in files and directories, as the API server would admit them.
 
-Accepted input, in any mix:
-
-- multi-document YAML (``---``) of plain manifests, or one JSON document;
-- ``List`` kinds (``kind: List``, ``PodList``, ``NodeList`` ...): their ``items``, so the output of
-  ``kubectl get nodes,pods -A -o yaml`` (or ``-o json``) works as is;
-- directories: every ``*.yaml``, ``*.yml`` and ``*.json`` file directly inside, by name (not
-  recursive, as ``kubectl -f DIR``);
-- ``-`` for standard input.
-
-Nodes and Pods are simulated; Namespaces, PriorityClasses, PersistentVolumes,
-PersistentVolumeClaims, StorageClasses and PodDisruptionBudgets are kept in
-:class:`~kubesched.simulate.ClusterObjects`, and so are the kinds the registered plugins read
-(:attr:`~kubesched.framework.Plugin.watched_kinds`: NodeFeatures, ``apiVersion:
-nfd.k8s-sigs.io/v1alpha1``, for ImageCompatibility). Other kinds are skipped with a warning.
-An object that the API server would refuse (no name, a malformed quantity, a field of the wrong
-type, a pod naming a PriorityClass that does not exist) is skipped with an error naming the file
-and the document; loading goes on, and the caller decides what the errors mean for the exit code.
-
-What the API server and its admission plugins would add to a pending pod is added here too: the
-``default`` namespace, a UID (every object gets one), a name from ``generateName``, requests
-defaulted from limits, the ``matchLabelKeys`` and ``mismatchLabelKeys`` of pod (anti-)affinity
-terms merged into their labelSelector, and ``spec.priority`` from the pod's PriorityClass (or the
-``globalDefault`` one), refusing as the Priority admission plugin does a pod whose own
-``spec.priority`` disagrees with its class.
+Multi-document YAML or JSON, ``List`` kinds, directories (not recursive) and ``-``. Nodes and Pods
+are simulated and the kinds the scheduler and its plugins read are kept; other kinds are skipped
+with a warning, and an object the API server would refuse with an error naming the file and the
+document. Pending pods get what the API server and its admission plugins would add. The rules:
+docs/simulate.md.
 """
 
 from __future__ import annotations
@@ -46,6 +27,7 @@ except ImportError:  # PyYAML built without libyaml: the same, slower
 from kubesched.api import Node, Pod, QuantityError, node_allocatable, parse_quantity, pod_requests
 from kubesched.framework import WatchedKind
 from kubesched.plugins.inter_pod_affinity import apply_match_label_keys
+from kubesched.simulate._errors import InputError
 from kubesched.simulate._objects import KINDS, ClusterObjects
 
 #: Directory entries read by ``-f DIR``.
@@ -108,10 +90,6 @@ class Inputs:
     @property
     def pending(self) -> list[Pod]:
         return [p for p in self.pods if not p.spec.node_name]
-
-
-class InputError(Exception):
-    """A path that cannot be read at all."""
 
 
 class _Loader(_BaseLoader):

@@ -1,27 +1,11 @@
 """The simulation: ``kubesched run``'s scheduler, fed from memory and binding into memory.
 
-Nothing here re-implements a scheduling cycle. A :class:`~kubesched.scheduler.Scheduler` runs
-with a :class:`~kubesched.scheduler.Cache` and a :class:`~kubesched.scheduler.SchedulingQueue`,
-exactly as ``kubesched run`` builds them; only the two ends differ:
-
-- the informers are replaced by calls to the scheduler's own event handlers (nodes, then the
-  pods already running, then the pending pods, in input order);
-- the frameworks get an in-memory API client whose ``bind`` records the placement and reports
-  the bound pod back to the scheduler, as the pod informer would, which confirms it in the cache;
-  its writes of PVs and PVCs (VolumeBinding's PreBind) go to the snapshot's object store, which
-  the input's storage objects fill (see :mod:`kubesched.simulate._storage`).
-  Events and conditions go to a recorder instead of the API server.
-
-Pods are popped from the queue in the profiles' QueueSort order (PrioritySort: higher priority
-first, then input order) and each gets one attempt; its binding cycle finishes before the next
-pod is popped, so each pod sees the ones placed before it. A pod that fails is taken out of the
-queue instead of waiting for a cluster event to retry it, with two exceptions. A pod for which
-PostFilter (DefaultPreemption) nominated a node: its victims are deleted at once (graceful
-deletion takes no time here) and the pod goes back to the active queue, as the victims' delete
-events would move it in ``run``; its second attempt is its result, with the nomination and the
-victims attached. A pod that waited for something a plugin fetches in the background
-(ImageCompatibility's artifacts): the simulation waits for the fetch, and if the plugin moved the
-pod back to the active queue, the pod's second attempt is its result.
+Nothing here re-implements a scheduling cycle: the scheduler ``kubesched run`` builds runs with
+the informers replaced by calls to its own event handlers and an in-memory API client whose
+``bind`` reports the bound pod back as the pod informer would (PV and PVC writes go to the
+snapshot's object store, :mod:`kubesched.simulate._storage`). Pods are tried one at a time, once
+each, except after a preemption or a background fetch. The model: docs/simulate.md, "How pods
+are scheduled".
 """
 
 from __future__ import annotations
