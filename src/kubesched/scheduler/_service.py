@@ -343,6 +343,7 @@ class SchedulerService:
                 k.path,
                 k.type,
                 _StorageHandler(snapshot, self.queue, k.resource),
+                label_selector=k.label_selector,
                 tolerate_missing=True,
             )
             for k in watched_kinds(p for f in self.frameworks.values() for p in f.plugins())
