@@ -159,21 +159,24 @@ def test_target_load_packing_counts_pods_placed_since_the_measurement(
     wall = Clock(5000.0)
     plugin = make(TargetLoadPacking, s, {"n1": NodeLoad(cpu_avg=10.0)}, wall=wall)
     assert plugin.window_end == 5000.0
+    assert plugin.score(CycleState(), pod(cpu="500m"), info(s)) == (83, None)
+    wall.now = 5010.0
     placed = make_pod("placed", cpu="1", node_name="n1")
     s.add_pod(PodInfo.of(placed), "n1")
-    wall.now = 5010.0
-    assert plugin.reserve(CycleState(), placed, "n1") is None
     # 400m + 1500m (placed, not measured yet) + 750m = 66.25%: round(40 * 33.75 / 60) = 23
     assert plugin.score(CycleState(), pod(cpu="500m"), info(s)) == (23, None)
-    # Measured again two minutes later: in the load now, no longer added.
-    wall.now = 5130.0
+    # Measured again 30 s later: it may not show yet (agents report every 60 s).
+    wall.now = 5040.0
+    assert plugin.refresher.refresh_once()
+    assert plugin.score(CycleState(), pod(cpu="500m"), info(s)) == (23, None)
+    # A minute and more after it was placed: in the load now, no longer added.
+    wall.now = 5071.0
     assert plugin.refresher.refresh_once()
     assert plugin.score(CycleState(), pod(cpu="500m"), info(s)) == (83, None)
-    # Undone reservations are forgotten.
-    wall.now = 5140.0
-    plugin.reserve(CycleState(), placed, "n1")
-    plugin.unreserve(CycleState(), placed, "n1")
-    assert plugin.placed == {}
+    # Gone from the node, forgotten.
+    s.remove_pod(placed.metadata.uid)
+    plugin.score(CycleState(), pod(cpu="500m"), info(s))
+    assert plugin.placed == {"n1": {}}
 
 
 # --- LoadVariationRiskBalancing ----------------------------------------------------------------

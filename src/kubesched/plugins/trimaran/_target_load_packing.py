@@ -11,6 +11,10 @@ on the node since the window ended or within the 60 s before (not in the measure
 
 ``T`` is ``targetUtilization``. A container's predicted CPU is its limit; else its request times
 ``defaultRequestsMultiplier``; else ``defaultRequests.cpu``. A node without load scores 0.
+
+Upstream stamps a pod when its informer first sees it on a node; here a pod is stamped when the
+plugin first sees it counted on a node (assumed or bound), looking again at a node only when its
+pods changed. Either way the pods already running at start count as new for a while.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kubesched.api import CPU, Container, Pod, quantity_milli_value
-from kubesched.framework import CycleState, Handle, NodeInfo, ReservePlugin, Status
+from kubesched.framework import CycleState, Handle, NodeInfo, Status
 from kubesched.plugins.trimaran._args import TargetLoadPackingArgs
 from kubesched.plugins.trimaran._load import (
     MIN_NODE_SCORE,
@@ -36,7 +40,7 @@ METRICS_AGENT_REPORTING_INTERVAL = 60.0
 PLACED_PODS_TTL = 5 * 60.0
 
 
-class TargetLoadPacking(TrimaranPlugin, ReservePlugin):
+class TargetLoadPacking(TrimaranPlugin):
     """Score: best fit of measured CPU load around ``targetUtilization``."""
 
     name = NAME
@@ -56,8 +60,10 @@ class TargetLoadPacking(TrimaranPlugin, ReservePlugin):
         self.target = float(decoded.target_utilization)
         self.requests_milli_cores = decoded.requests_milli_cores()
         self.multiplier = decoded.multiplier()
-        #: Pods placed here lately: uid -> (node, predicted millicores, wall-clock time).
-        self.placed: dict[str, tuple[str, int, float]] = {}
+        #: Pods seen placed lately, per node: uid -> (predicted millicores, wall-clock time).
+        self.placed: dict[str, dict[str, tuple[int, float]]] = {}
+        #: The node generation whose pods :attr:`placed` has seen, per node.
+        self._seen: dict[str, int] = {}
         self._capacity: dict[int, tuple[object, float]] = {}
 
     def predict_container(self, c: Container) -> int:
@@ -85,17 +91,23 @@ class TargetLoadPacking(TrimaranPlugin, ReservePlugin):
         self._capacity[node.slot] = (node.node, capacity)
         return capacity
 
-    def _missing(self, node: str) -> int:
+    def _missing(self, node: NodeInfo) -> int:
         """Predicted CPU of pods placed on ``node`` that the measured load may not show yet."""
         now = self._wall()
+        placed = self.placed.setdefault(node.name, {})
+        if self._seen.get(node.name) != node.generation:
+            self._seen[node.name] = node.generation
+            for uid in [u for u in placed if u not in node.pods]:
+                del placed[uid]
+            for uid, info in node.pods.items():
+                if uid not in placed:
+                    placed[uid] = (self.predict_pod(info.pod), now)
         end = self.window_end
-        snapshot = self.handle.snapshot
         total = 0
-        for uid, (on, predicted, at) in list(self.placed.items()):
-            if now - at > PLACED_PODS_TTL or snapshot.node_of_pod(uid) != on:
-                del self.placed[uid]
-                continue
-            if on == node and (at > end or end - at < METRICS_AGENT_REPORTING_INTERVAL):
+        for uid, (predicted, at) in list(placed.items()):
+            if now - at > PLACED_PODS_TTL:
+                del placed[uid]
+            elif at > end or end - at < METRICS_AGENT_REPORTING_INTERVAL:
                 total += predicted
         return total
 
@@ -111,17 +123,10 @@ class TargetLoadPacking(TrimaranPlugin, ReservePlugin):
         used = load.cpu_avg / 100 * capacity
         predicted = 0.0
         if capacity != 0:
-            predicted = 100 * (used + self.predict_pod(pod) + self._missing(node.name)) / capacity
+            predicted = 100 * (used + self.predict_pod(pod) + self._missing(node)) / capacity
         target = self.target
         if predicted > target:
             if predicted > 100:
                 return MIN_NODE_SCORE, None
             return go_round(target * (100 - predicted) / (100 - target)), None
         return go_round((100 - target) * predicted / target + target), None
-
-    def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
-        self.placed[pod.metadata.uid] = (node_name, self.predict_pod(pod), self._wall())
-        return None
-
-    def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
-        self.placed.pop(pod.metadata.uid, None)
