@@ -4,13 +4,19 @@ minimum, reported), the queries load-watcher sends, and the args."""
 
 from __future__ import annotations
 
+import json
+import socket
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from click.testing import CliRunner
 
 from builders import make_node, make_pod
 from kubesched.api import Pod
+from kubesched.cli import main
 from kubesched.config import ConfigError
 from kubesched.framework import CycleState, NodeInfo, PodInfo, Snapshot
 from kubesched.plugins.network_traffic import Sample
@@ -306,3 +312,77 @@ def test_default_address_is_load_watchers() -> None:
     )
     assert plugin.address == "http://prometheus-k8s:9090"
     plugin.close()
+
+
+# --- in simulate -------------------------------------------------------------------------------
+
+
+def test_in_simulate_without_prometheus_every_node_scores_the_minimum(tmp_path: Path) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    manifests: list[dict[str, Any]] = [
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": n},
+            "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}},
+        }
+        for n in ("a", "b")
+    ]
+    manifests.append(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {
+                "schedulerName": "trimaran",
+                "containers": [
+                    {"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}
+                ],
+            },
+        }
+    )
+    provider = {"metricProvider": {"type": "Prometheus", "address": closed}}
+    config = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "profiles": [
+            {
+                "schedulerName": "trimaran",
+                "plugins": {
+                    "score": {
+                        "disabled": [{"name": "*"}],
+                        "enabled": [
+                            {"name": "TargetLoadPacking"},
+                            {"name": "LoadVariationRiskBalancing"},
+                        ],
+                    }
+                },
+                "pluginConfig": [
+                    {"name": "TargetLoadPacking", "args": provider},
+                    {"name": "LoadVariationRiskBalancing", "args": provider},
+                ],
+            }
+        ],
+    }
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump_all(manifests))
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    got = CliRunner().invoke(
+        main,
+        [
+            "simulate",
+            *("-f", str(tmp_path / "cluster.yaml")),
+            *("--config", str(tmp_path / "config.yaml")),
+            *("-o", "json", "--explain"),
+        ],
+    )
+    assert got.exit_code == 0, got.output
+    report = json.loads(got.stdout[got.stdout.index("{") :])
+    [placed] = report["pods"]
+    assert placed["node"] in ("a", "b")
+    for node in ("a", "b"):
+        assert placed["nodes"][node]["scores"] == {
+            "TargetLoadPacking": 0,
+            "LoadVariationRiskBalancing": 0,
+        }
