@@ -115,6 +115,7 @@ class Coscheduling(
         #: Adds to a monotonic time to give the wall-clock time (PodGroups are stamped in it).
         self._wall_offset = wall() - clock()
         self._pod_groups_seen = 0
+        self._created: dict[GroupKey, tuple[PodGroup, float | None]] = {}
         client = handle.client
         self.status_writer = (
             StatusWriter(client, self.members, self.pod_group, self._changed_pod_groups)
@@ -175,17 +176,22 @@ class Coscheduling(
         """``GetCreationTimestamp`` (wall-clock seconds): the group's last failure, else its
         PodGroup's creation, else the pod's first attempt."""
         pod = qpi.pod
-        name = pod_group_label(pod)
-        own = qpi.initial_attempt_timestamp + self._wall_offset
+        name = pod.metadata.labels.get(POD_GROUP_LABEL)
         if not name:
-            return own
+            return qpi.initial_attempt_timestamp + self._wall_offset
         key = group_key(pod.metadata.namespace, name)
         failed = self.groups.last_failed.get(key)
         if failed is not None:
             return failed + self._wall_offset
         pg = self.handle.snapshot.objects.get(PodGroup, name, pod.metadata.namespace)
-        created = None if pg is None else parse_time(pg.metadata.creation_timestamp)
-        return own if created is None else created
+        if pg is None:
+            return qpi.initial_attempt_timestamp + self._wall_offset
+        # The queue compares often: the creation time is parsed once per PodGroup object.
+        cached = self._created.get(key)
+        if cached is None or cached[0] is not pg:
+            cached = self._created[key] = (pg, parse_time(pg.metadata.creation_timestamp))
+        created = cached[1]
+        return qpi.initial_attempt_timestamp + self._wall_offset if created is None else created
 
     def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
         """Higher priority first; then the older group (or lone pod); then by namespace/name,
