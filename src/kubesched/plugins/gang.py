@@ -24,8 +24,9 @@ is rejected at PreFilter (UnschedulableAndUnresolvable) until its labels are fix
 the name label are not concerned.
 
 This is kubesched's own plugin, in the spirit of the scheduler-plugins project's Coscheduling
-but without a PodGroup custom resource: the labels are the whole contract. It registers through
-the ``kubesched.plugins`` entry point; enable it in a profile with::
+but without a PodGroup custom resource: the labels are the whole contract. Workloads that create
+scheduler-plugins' ``PodGroup`` objects use :mod:`kubesched.plugins.coscheduling` instead. It
+registers through the ``kubesched.plugins`` entry point; enable it in a profile with::
 
     plugins:
       multiPoint:

@@ -84,8 +84,9 @@ def make() -> Iterator[Callable[..., Any]]:
         args: Mapping[str, Any] | None = None,
         clock: Clock | None = None,
         wall: Clock | None = None,
+        source: Source | None = None,
     ) -> Any:
-        source = Source(load)
+        source = source or Source(load)
         plugin = cls(
             _Handle(s),  # type: ignore[arg-type]
             {**ARGS, **(args or {})},
@@ -242,12 +243,13 @@ def test_unknown_missing_and_stale_load_score_the_minimum(
 ) -> None:
     s = snapshot(names=("n1", "n2"))
     clock = Clock()
-    plugin = make(cls, s, {"n1": LOAD}, {"maxDataAge": "2m", "refreshInterval": "30s"}, clock)
+    source = Source({"n1": LOAD})
+    plugin = make(cls, s, {}, {"maxDataAge": "2m", "refreshInterval": "30s"}, clock, source=source)
     assert plugin.score(CycleState(), pod(cpu="1"), info(s, "n1"))[0] > 0
     assert plugin.score(CycleState(), pod(cpu="1"), info(s, "n2")) == (0, None)
     assert plugin.minimum == {"unknown_node": 1}
     # Prometheus fails from now on: the last answer serves until it is two minutes old.
-    plugin.refresher._fetch.error = RuntimeError("down")  # type: ignore[attr-defined]
+    source.error = RuntimeError("down")
     assert not plugin.refresher.refresh_once()
     clock.now += 120
     assert plugin.score(CycleState(), pod(cpu="1"), info(s, "n1"))[0] > 0

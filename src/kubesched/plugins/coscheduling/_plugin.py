@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kubesched.api import PODS, Pod, PodSpec, add_resources
+from kubesched.api import CPU, PODS, Pod, PodSpec, add_resources
 from kubesched.config import decode_args
 from kubesched.framework import (
     ActionType,
@@ -53,6 +53,7 @@ from kubesched.plugins.coscheduling._manager import (
     resource_gap,
 )
 from kubesched.plugins.coscheduling._status import StatusAPIClient, StatusWriter
+from kubesched.plugins.priority_sort import pod_priority
 
 NAME = "Coscheduling"
 
@@ -70,13 +71,9 @@ def pod_group_label(pod: Pod | Member) -> str:
     return pod.metadata.labels.get(POD_GROUP_LABEL, "")
 
 
-def _priority(pod: Pod) -> int:
-    return pod.spec.priority if pod.spec.priority is not None else 0
-
-
 def _format_gap(gap: dict[str, int]) -> str:
     return ", ".join(
-        f"{name}: {value}m" if name == "cpu" else f"{name}: {value}"
+        f"{name}: {value}m" if name == CPU else f"{name}: {value}"
         for name, value in sorted(gap.items())
     )
 
@@ -196,7 +193,7 @@ class Coscheduling(
     def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
         """Higher priority first; then the older group (or lone pod); then by namespace/name,
         which keeps a group's pods next to each other."""
-        pa, pb = _priority(a.pod), _priority(b.pod)
+        pa, pb = pod_priority(a.pod), pod_priority(b.pod)
         if pa != pb:
             return pa > pb
         ta, tb = self._group_time(a), self._group_time(b)
