@@ -365,6 +365,34 @@ def test_bound_members_count_towards_min_member() -> None:
     assert place(fw, member(s, "m1"), "n1") is None
 
 
+async def test_deleted_finished_and_recreated_members_no_longer_count() -> None:
+    s = cluster("n1")
+    pod_group(s, min_member=3)
+    fw, plugin = framework(s)
+    m0, m1 = member(s, "m0"), member(s, "m1")
+    assert place(fw, m0, "n1") == WAIT
+    assert place(fw, m1, "n1") == WAIT
+    assert plugin.assigned_count("default/pg") == 2
+    # m0 is deleted and created again by its controller, same name, new UID, not placed.
+    s.objects.delete(Member, "m0", "default")
+    again = msgspec.structs.replace(
+        m0, metadata=msgspec.structs.replace(m0.metadata, uid="default/m0-again")
+    )
+    s.objects.set(as_member(again))
+    assert plugin.assigned_count("default/pg") == 1
+    # m1 finishes.
+    s.objects.set(
+        as_member(
+            msgspec.structs.replace(
+                m1, status=msgspec.structs.replace(m1.status, phase="Succeeded")
+            )
+        )
+    )
+    assert plugin.assigned_count("default/pg") == 0
+    for p in (m0, m1):
+        fw.reject_waiting_pod(p.metadata.uid, "cleanup")
+
+
 async def test_unreserve_rejects_the_waiting_members() -> None:
     s = cluster("n1")
     pod_group(s, min_member=3)

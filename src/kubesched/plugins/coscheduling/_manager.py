@@ -38,10 +38,17 @@ def parse_time(text: str | None) -> float | None:
 
 
 class Members:
-    """Member pods by group, kept in step with the object store's :class:`Member` objects."""
+    """Member pods by group, kept in step with the object store's :class:`Member` objects.
 
-    def __init__(self, snapshot: Snapshot) -> None:
+    ``on_gone(group, uid)`` is told of every member deleted or finished (as kube-scheduler's pod
+    informer, which leaves finished pods out, reports them deleted).
+    """
+
+    def __init__(
+        self, snapshot: Snapshot, on_gone: Callable[[GroupKey, str], None] | None = None
+    ) -> None:
         self._objects = snapshot.objects
+        self._on_gone = on_gone
         self._by_group: dict[GroupKey, dict[str, Member]] = {}
         self._version = 0
         #: Groups whose members changed since :meth:`take_changed` was last called.
@@ -53,17 +60,30 @@ class Members:
             return
         changes = self._objects.changes(Member, self._version)
         if changes is None:
+            before = {(k, uid) for k, group in self._by_group.items() for uid in group}
             self._changed.update(self._by_group)
             self._by_group.clear()
             for m in self._objects.list(Member):
                 self._add(m)
+            for key, uid in before:
+                now = self._by_group.get(key, {}).get(uid)
+                if now is None or now.terminal:
+                    self._gone(key, uid)
         else:
             for old, new in changes:
                 if old is not None:
                     self._remove(old)
                 if new is not None:
                     self._add(new)
+                if old is not None and (new is None or new.terminal):
+                    name = old.metadata.labels.get(POD_GROUP_LABEL)
+                    if name:
+                        self._gone(group_key(old.metadata.namespace, name), old.metadata.uid)
         self._version = version
+
+    def _gone(self, key: GroupKey, uid: str) -> None:
+        if self._on_gone is not None:
+            self._on_gone(key, uid)
 
     def _add(self, m: Member) -> None:
         name = m.metadata.labels.get(POD_GROUP_LABEL)
@@ -171,7 +191,7 @@ class GroupState:
     """What the plugin remembers of the groups between cycles."""
 
     clock: Callable[[], float] = time.monotonic
-    #: Pods of a group that reached Permit here (assumed or bound), by name.
+    #: Pods of a group that reached Permit here (assumed or bound), by UID.
     assigned: dict[GroupKey, set[str]] = field(default_factory=dict)
     #: When a group's last attempt failed (monotonic), for QueueSort's head-of-line fairness.
     last_failed: dict[GroupKey, float] = field(default_factory=dict)
@@ -182,20 +202,20 @@ class GroupState:
         self.permitted = _Expiring(self.clock)
         self.backed_off = _Expiring(self.clock)
 
-    def assigned_names(self, key: GroupKey, members: Iterable[Member]) -> set[str]:
+    def assigned_uids(self, key: GroupKey, members: Iterable[Member]) -> set[str]:
         """Members placed: reached Permit here, or bound and not finished."""
-        names = set(self.assigned.get(key, ()))
-        names.update(m.metadata.name for m in members if m.spec.node_name and not m.terminal)
-        return names
+        uids = set(self.assigned.get(key, ()))
+        uids.update(m.metadata.uid for m in members if m.spec.node_name and not m.terminal)
+        return uids
 
-    def assign(self, key: GroupKey, pod_name: str) -> None:
-        self.assigned.setdefault(key, set()).add(pod_name)
+    def assign(self, key: GroupKey, uid: str) -> None:
+        self.assigned.setdefault(key, set()).add(uid)
 
-    def unassign(self, key: GroupKey, pod_name: str) -> None:
-        names = self.assigned.get(key)
-        if names is not None:
-            names.discard(pod_name)
-            if not names:
+    def unassign(self, key: GroupKey, uid: str) -> None:
+        uids = self.assigned.get(key)
+        if uids is not None:
+            uids.discard(uid)
+            if not uids:
                 del self.assigned[key]
 
     def mark_failure(self, key: GroupKey) -> None:

@@ -107,8 +107,8 @@ class Coscheduling(
         )
         self.backoff = float(decoded.pod_group_backoff_seconds)
         self.reject_threshold = decoded.pod_group_reject_percentage / 100.0
-        self.members = Members(handle.snapshot)
         self.groups = GroupState(clock)
+        self.members = Members(handle.snapshot, on_gone=self.groups.unassign)
         #: Adds to a monotonic time to give the wall-clock time (PodGroups are stamped in it).
         self._wall_offset = wall() - clock()
         self._pod_groups_seen = 0
@@ -141,7 +141,7 @@ class Coscheduling(
 
     def assigned_count(self, key: GroupKey) -> int:
         """``GetAssignedPodCount``: members that reached Permit here or are bound."""
-        return len(self.groups.assigned_names(key, self._live_members(key)))
+        return len(self.groups.assigned_uids(key, self._live_members(key)))
 
     def _changed_pod_groups(self) -> set[GroupKey]:
         objects = self.handle.snapshot.objects
@@ -312,7 +312,7 @@ class Coscheduling(
             return None, 0.0
         if pg is None:
             return Status(Code.UNSCHEDULABLE, ERR_NOT_FOUND), 0.0
-        self.groups.assign(key, pod.metadata.name)
+        self.groups.assign(key, pod.metadata.uid)
         assigned = self.assigned_count(key)
         if assigned >= pg.spec.min_member:
             self.groups.clear_failure(key)
@@ -337,7 +337,7 @@ class Coscheduling(
         key, pg = self.pod_group_of(pod)
         if pg is None:
             return
-        self.groups.unassign(key, pod.metadata.name)
+        self.groups.unassign(key, pod.metadata.uid)
         self._reject_waiting(key, ERR_UNRESERVE_REJECTION)
         self.groups.permitted.discard(key)
         self.groups.mark_failure(key)
