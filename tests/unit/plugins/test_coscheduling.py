@@ -698,3 +698,9 @@ async def test_two_competing_groups_one_completes() -> None:
     deadlock with both half placed)."""
     c, _ = await run_gangs(nodes=4, groups={"a": 4, "b": 4}, attempts=8)
     assert sorted(bound_by_group(c).values()) == [0, 4]
+
+
+async def test_a_group_that_cannot_fit_does_not_hold_back_a_later_one() -> None:
+    """Head-of-line blocking: "big" sorts first and never fits; "small" still binds."""
+    c, _ = await run_gangs(nodes=4, groups={"big": 5, "small": 2}, attempts=10)
+    assert bound_by_group(c) == {"big": 0, "small": 2}
