@@ -11,15 +11,13 @@ from kubesched.kube._custom_objects import (
     create_custom_object,
     delete_custom_object,
     list_custom_objects,
-    patch_custom_object_status,
 )
 from kubesched.kube._secrets import get_secret
 
 
 class PluginAPIClient:
     """Binding (the DefaultBinder), Secrets (image pull secrets), and custom objects as plain
-    JSON (ImageCompatibility's NodeFeatureGroups, Coscheduling's PodGroup status), on a real
-    API server.
+    JSON (ImageCompatibility's NodeFeatureGroups), on a real API server.
 
     It has the shapes of the framework's ``APIClient``, ``SecretsAPIClient`` and the
     NodeFeatureGroup controller's ``CustomObjectsAPIClient``; ``kubesched run`` adds
@@ -59,17 +57,4 @@ class PluginAPIClient:
     ) -> bool:
         return await delete_custom_object(
             self._client, group_version, plural, name, namespace=namespace
-        )
-
-    async def patch_custom_object_status(
-        self,
-        group_version: str,
-        plural: str,
-        name: str,
-        status: Mapping[str, Any],
-        *,
-        namespace: str,
-    ) -> bool:
-        return await patch_custom_object_status(
-            self._client, group_version, plural, name, status, namespace=namespace
         )
