@@ -119,7 +119,6 @@ class Coscheduling(
             if decoded.update_pod_group_status and isinstance(client, StatusAPIClient)
             else None
         )
-        self._start_status_writer()
 
     # -- lookups ---------------------------------------------------------------------------------
 
@@ -159,6 +158,7 @@ class Coscheduling(
         }
 
     def _start_status_writer(self) -> None:
+        """From the first PreFilter on: only the replica that schedules (the leader) writes."""
         if self.status_writer is None:
             return
         try:
