@@ -339,7 +339,7 @@ async def test_bad_input_says_why_and_recovers(
     await create_workers(admin_client, namespace, scheduler, run_id, "late", 1)
     await wait_for(
         lambda: failure_notes(admin_client, namespace),
-        lambda ns: any("PodGroup not found" in n for n in ns),
+        lambda ns: any(f"PodGroup not found: {namespace}/late." in n for n in ns),
         "the missing PodGroup reported",
         seconds=30,
     )

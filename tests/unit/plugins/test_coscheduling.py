@@ -217,7 +217,9 @@ def test_pre_filter_pods_outside_groups_and_missing_groups_pass() -> None:
     orphan = member(s, "orphan", group="nowhere")
     assert plugin.pre_filter(CycleState(), orphan, fw.all_nodes()) == (None, None)
     # ... and Permit turns it away, until its PodGroup exists.
-    assert place(fw, orphan, "n") == Status(Code.UNSCHEDULABLE, "PodGroup not found", plugin=NAME)
+    assert place(fw, orphan, "n") == Status(
+        Code.UNSCHEDULABLE, "PodGroup not found: default/nowhere", plugin=NAME
+    )
 
 
 def test_pre_filter_needs_min_member_pods() -> None:

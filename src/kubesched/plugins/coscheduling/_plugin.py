@@ -311,7 +311,8 @@ class Coscheduling(
         if not key:
             return None, 0.0
         if pg is None:
-            return Status(Code.UNSCHEDULABLE, ERR_NOT_FOUND), 0.0
+            # Upstream's words, and which PodGroup.
+            return Status(Code.UNSCHEDULABLE, f"{ERR_NOT_FOUND}: {key}"), 0.0
         self.groups.assign(key, pod.metadata.uid)
         assigned = self.assigned_count(key)
         if assigned >= pg.spec.min_member:
