@@ -3,7 +3,8 @@
 Members carry ``pod-group.kubesched.io/name`` and ``pod-group.kubesched.io/min-available``. Each
 waits at Permit, holding its node, until ``min-available`` members are placed; one that times out
 sends every waiting member of its group back to the queue. kubesched's own plugin, registered
-through the ``kubesched.plugins`` entry point: docs/plugins/pod-group.md.
+through the ``kubesched.plugins`` entry point: docs/plugins/pod-group.md. Workloads that
+create scheduler-plugins' ``PodGroup`` objects use :mod:`kubesched.plugins.coscheduling`.
 """
 
 from __future__ import annotations

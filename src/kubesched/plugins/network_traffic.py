@@ -25,7 +25,7 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import msgspec
 import numpy as np
@@ -119,6 +119,8 @@ class PrometheusClient:
     bearer_token_file: str = ""
     ca_file: str = ""
     timeout: float = DEFAULT_REQUEST_TIMEOUT
+    #: Accept any certificate of an HTTPS server (load-watcher's ``insecureSkipVerify``).
+    insecure_skip_verify: bool = False
     _base: str = field(init=False, default="")
     _basic: str = field(init=False, default="")
     _context: ssl.SSLContext | None = field(init=False, default=None)
@@ -137,6 +139,9 @@ class PrometheusClient:
         self._base = urllib.parse.urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
         if parts.scheme == "https":
             self._context = ssl.create_default_context(cafile=self.ca_file or None)
+            if self.insecure_skip_verify:
+                self._context.check_hostname = False
+                self._context.verify_mode = ssl.CERT_NONE
 
     @property
     def base_url(self) -> str:
@@ -391,15 +396,20 @@ def traffic_query(args: NetworkTrafficArgs) -> tuple[str, str]:
 # --- the background refresher -------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class TrafficData:
-    """One answer: node name -> bytes per second, and when it arrived (monotonic seconds)."""
+#: What a refresher keeps per node: bytes per second here, load statistics for Trimaran.
+V = TypeVar("V")
 
-    traffic: Mapping[str, float]
+
+@dataclass(frozen=True, slots=True)
+class TrafficData(Generic[V]):
+    """One answer: node name -> value (bytes per second), and when it arrived (monotonic
+    seconds)."""
+
+    traffic: Mapping[str, V]
     fetched_at: float
 
 
-class TrafficRefresher:
+class TrafficRefresher(Generic[V]):
     """Calls ``fetch`` every ``interval`` seconds on a daemon thread and keeps the last answer.
 
     The scheduling cycle only reads :attr:`data` (an immutable snapshot, replaced whole), so it
@@ -408,7 +418,7 @@ class TrafficRefresher:
 
     def __init__(
         self,
-        fetch: Callable[[], Mapping[str, float]],
+        fetch: Callable[[], Mapping[str, V]],
         interval: float,
         *,
         name: str = "traffic",
@@ -423,7 +433,7 @@ class TrafficRefresher:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
-        self.data: TrafficData | None = None
+        self.data: TrafficData[V] | None = None
         self.last_error: str = ""
         self.successes = 0
         self.failures = 0
@@ -571,7 +581,7 @@ class NetworkTraffic(ScorePlugin):
             self.neutral[reason] = self.neutral.get(reason, 0) + n
             NEUTRAL_SCORES.labels(self._profile, reason).inc(n)
 
-    def usable_data(self) -> TrafficData | None:
+    def usable_data(self) -> TrafficData[float] | None:
         """The data to score with, or ``None`` (missing or stale), reporting changes."""
         self.refresher.start()
         data = self.refresher.data

@@ -51,6 +51,7 @@ from kubesched.kube import (
     Reflector,
     ResourceEventHandler,
     api_path,
+    patch_custom_object_status,
     update_pod_condition,
 )
 from kubesched.scheduler._assembly import new_scheduler
@@ -104,6 +105,22 @@ class _Binder(PluginAPIClient):
             path, patch, type=PersistentVolumeClaim
         )
         return pvc
+
+    # Coscheduling keeps PodGroup status where kubesched binds (not behind kube-scheduler as an
+    # extender, which has no Permit).
+
+    async def patch_custom_object_status(
+        self,
+        group_version: str,
+        plural: str,
+        name: str,
+        status: Mapping[str, Any],
+        *,
+        namespace: str,
+    ) -> bool:
+        return await patch_custom_object_status(
+            self._client, group_version, plural, name, status, namespace=namespace
+        )
 
 
 class _Writer:
@@ -359,6 +376,7 @@ class SchedulerService:
                 k.path,
                 k.type,
                 _StorageHandler(snapshot, self.scheduler, k.resource),
+                label_selector=k.label_selector,
                 tolerate_missing=True,
             )
             for k in watched_kinds(p for f in self.frameworks.values() for p in f.plugins())

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,16 @@ _QUANTITY_MAPS = frozenset({"requests", "limits", "overhead", "capacity", "alloc
 #: Pods the scheduler ignores (kube-scheduler's informer filter).
 _TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 _UID_NAMESPACE = uuid.UUID("6f0c5a8e-3c2b-4d55-9d6e-2f1c0a7b9e41")
+
+
+def _selects(selector: str | None, labels: Mapping[str, str]) -> bool:
+    """Whether ``labels`` match a label selector of ``key`` and ``key=value`` terms."""
+    for term in (selector or "").split(","):
+        key, eq, value = term.partition("=")
+        key = key.strip()
+        if key and (key not in labels or (eq and labels[key] != value.strip())):
+            return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -344,6 +354,12 @@ class InputBuilder:
         self._pods[pod.key] = where.location
         self._pod_where[meta.uid] = where
         self.inputs.pods.append(apply_match_label_keys(pod))
+        # A plugin watching pods of its own (Coscheduling's group members) sees them too.
+        watched = self.watched.get(("v1", "Pod"))
+        if watched is not None and _selects(watched.label_selector, meta.labels):
+            self.inputs.objects.add_watched(
+                "Pod", msgspec.convert(msgspec.to_builtins(pod), watched.type)
+            )
 
     def _with_priority(self, pod: Pod) -> Pod | None:
         """``spec.priority`` and ``preemptionPolicy`` as the Priority admission plugin sets them
