@@ -14,7 +14,8 @@ from typing import TextIO
 
 from kubesched.config import ConfigError, KubeSchedulerConfiguration
 from kubesched.framework import FrameworkError, Registry
-from kubesched.simulate._command import SimulateError, load
+from kubesched.simulate._command import load
+from kubesched.simulate._errors import SimulateError
 from kubesched.simulate._profiles import profiles_for
 from kubesched.simulate._why import WhyError, only_pod, why
 from kubesched.simulate._why_output import render_why_json, render_why_table
