@@ -28,6 +28,7 @@ from kubesched.api import (
     Pod,
     PodCondition,
     PodDisruptionBudget,
+    ResourceClaim,
     StorageClass,
 )
 from kubesched.config import KubeSchedulerConfiguration
@@ -102,6 +103,17 @@ class _Binder(PluginAPIClient):
             path, patch, type=PersistentVolumeClaim
         )
         return pvc
+
+    # ResourceClaimAPIClient: DynamicResources' writes.
+
+    async def patch_resource_claim(
+        self, namespace: str, name: str, patch: Mapping[str, Any], *, status: bool = False
+    ) -> ResourceClaim:
+        path = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}"
+        if status:
+            path += "/status"
+        claim: ResourceClaim = await self._client.patch(path, patch, type=ResourceClaim)
+        return claim
 
 
 class _Writer:

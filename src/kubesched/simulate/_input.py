@@ -10,7 +10,8 @@ Accepted input, in any mix:
 - ``-`` for standard input.
 
 Nodes and Pods are simulated; Namespaces, PriorityClasses, PersistentVolumes,
-PersistentVolumeClaims, StorageClasses and PodDisruptionBudgets are kept in
+PersistentVolumeClaims, StorageClasses, PodDisruptionBudgets, ResourceClaims,
+ResourceClaimTemplates, DeviceClasses and ResourceSlices are kept in
 :class:`~kubesched.simulate.ClusterObjects`, and so are the kinds the registered plugins read
 (:attr:`~kubesched.framework.Plugin.watched_kinds`: NodeFeatures, ``apiVersion:
 nfd.k8s-sigs.io/v1alpha1``, for ImageCompatibility). Other kinds are skipped with a warning.
@@ -23,7 +24,8 @@ What the API server and its admission plugins would add to a pending pod is adde
 defaulted from limits, the ``matchLabelKeys`` and ``mismatchLabelKeys`` of pod (anti-)affinity
 terms merged into their labelSelector, and ``spec.priority`` from the pod's PriorityClass (or the
 ``globalDefault`` one), refusing as the Priority admission plugin does a pod whose own
-``spec.priority`` disagrees with its class.
+``spec.priority`` disagrees with its class. A pending pod whose claim comes from a
+ResourceClaimTemplate gets the ResourceClaim the resourceclaim controller would make for it.
 """
 
 from __future__ import annotations
@@ -43,7 +45,20 @@ try:
 except ImportError:  # PyYAML built without libyaml: the same, slower
     from yaml import SafeLoader as _BaseLoader  # type: ignore[assignment]
 
-from kubesched.api import Node, Pod, QuantityError, node_allocatable, parse_quantity, pod_requests
+from kubesched.api import (
+    ANN_POD_CLAIM_NAME,
+    Node,
+    ObjectMeta,
+    OwnerReference,
+    Pod,
+    PodResourceClaimStatus,
+    QuantityError,
+    ResourceClaim,
+    ResourceClaimTemplate,
+    node_allocatable,
+    parse_quantity,
+    pod_requests,
+)
 from kubesched.framework import WatchedKind
 from kubesched.plugins.inter_pod_affinity import apply_match_label_keys
 from kubesched.simulate._objects import KINDS, ClusterObjects
@@ -219,6 +234,8 @@ class InputBuilder:
         if not self._finished:
             self._finished = True
             self.inputs.pods = [p for p in map(self._with_priority, self.inputs.pods) if p]
+            for pod in self.inputs.pending:
+                self._claims_from_templates(pod)
             for pod in self.inputs.pods:
                 node = pod.spec.node_name
                 if node and node not in self._nodes:
@@ -366,6 +383,49 @@ class InputBuilder:
         self._pods[pod.key] = where.location
         self._pod_where[meta.uid] = where
         self.inputs.pods.append(apply_match_label_keys(pod))
+
+    def _claims_from_templates(self, pod: Pod) -> None:
+        """What the resourceclaim controller does for a pending pod whose claim comes from a
+        ResourceClaimTemplate: a ResourceClaim of the template's spec, owned by the pod and
+        named in its ``status.resourceClaimStatuses``. Without the template the pod waits, as
+        it would in a cluster."""
+        meta = pod.metadata
+        made = {s.name for s in pod.status.resource_claim_statuses}
+        added = []
+        for pc in pod.spec.resource_claims:
+            if pc.resource_claim_template_name is None or pc.name in made:
+                continue
+            key = f"ResourceClaimTemplate/{meta.namespace}/{pc.resource_claim_template_name}"
+            template = self.inputs.objects.watched.get(key)
+            if not isinstance(template, ResourceClaimTemplate):
+                continue
+            # The controller's generateName: pod and claim name, cut to 57 characters.
+            base = f"{meta.name}-{pc.name}"[:57] + "-"
+            name = base + _suffix(_Where("resourceclaim", None), f"{meta.uid}/{pc.name}")
+            tm = template.spec.metadata
+            claim = ResourceClaim(
+                metadata=ObjectMeta(
+                    name=name,
+                    namespace=meta.namespace,
+                    uid=str(uuid.uuid5(_UID_NAMESPACE, f"ResourceClaim/{meta.namespace}/{name}")),
+                    labels=dict(tm.labels),
+                    annotations={**tm.annotations, ANN_POD_CLAIM_NAME: pc.name},
+                    owner_references=[
+                        OwnerReference(
+                            api_version="v1",
+                            kind="Pod",
+                            name=meta.name,
+                            uid=meta.uid,
+                            controller=True,
+                        )
+                    ],
+                ),
+                spec=template.spec.spec,
+            )
+            self.inputs.objects.add(claim)
+            added.append(PodResourceClaimStatus(name=pc.name, resource_claim_name=name))
+        if added:
+            pod.status.resource_claim_statuses = [*pod.status.resource_claim_statuses, *added]
 
     def _with_priority(self, pod: Pod) -> Pod | None:
         """``spec.priority`` and ``preemptionPolicy`` as the Priority admission plugin sets them

@@ -35,7 +35,13 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import msgspec
 
-from kubesched.api import NAMESPACE_NAME_LABEL, PersistentVolume, PersistentVolumeClaim, Pod
+from kubesched.api import (
+    NAMESPACE_NAME_LABEL,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    Pod,
+    ResourceClaim,
+)
 from kubesched.config import KubeSchedulerConfiguration
 from kubesched.framework import (
     ClusterEventWithHint,
@@ -172,6 +178,11 @@ class _MemoryClient:
         return await self.storage.patch_persistent_volume_claim(
             namespace, name, patch, status=status
         )
+
+    async def patch_resource_claim(
+        self, namespace: str, name: str, patch: Mapping[str, Any], *, status: bool = False
+    ) -> ResourceClaim:
+        return await self.storage.patch_resource_claim(namespace, name, patch, status=status)
 
 
 @dataclass
