@@ -72,8 +72,9 @@ def device_id_str(d: DeviceID) -> str:
 
 
 def claim_ref(claim: ResourceClaim) -> str:
-    """``klog.KObj``: ``namespace/name``."""
-    return f"{claim.metadata.namespace}/{claim.metadata.name}"
+    """``klog.KObj``: ``namespace/name``, or the name of an object without namespace."""
+    meta = claim.metadata
+    return f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
 
 
 @dataclass(frozen=True, slots=True)

@@ -138,9 +138,10 @@ class _State:
     allocator: Allocator | None = None
     #: Indices of the claims allocated by the scheduler in this cycle (claims[i] unallocated).
     to_allocate: list[int] = field(default_factory=list)
-    #: Slices by the node they are local to, and those reaching several nodes.
-    local_slices: dict[str, list[ResourceSlice]] = field(default_factory=dict)
-    shared_slices: list[ResourceSlice] = field(default_factory=list)
+    #: Slices (with their position in the store) by the node they are local to, and those
+    #: reaching several nodes.
+    local_slices: dict[str, list[tuple[int, ResourceSlice]]] = field(default_factory=dict)
+    shared_slices: list[tuple[int, ResourceSlice]] = field(default_factory=list)
     #: Claims allocated on some node, not reachable from at least one node.
     unavailable: set[int] = field(default_factory=set)
     node_allocations: dict[str, list[Any]] = field(default_factory=dict)
@@ -290,11 +291,11 @@ class DynamicResources(
                     return None, status
         if s.to_allocate:
             slices = list(objects.list(ResourceSlice))
-            for sl in slices:
+            for i, sl in enumerate(slices):
                 if sl.spec.node_name and sl.spec.per_device_node_selection is None:
-                    s.local_slices.setdefault(sl.spec.node_name, []).append(sl)
+                    s.local_slices.setdefault(sl.spec.node_name, []).append((i, sl))
                 else:
-                    s.shared_slices.append(sl)
+                    s.shared_slices.append((i, sl))
             s.allocator = Allocator(
                 [claims[i] for i in s.to_allocate],
                 self._allocated_devices(),
@@ -344,14 +345,16 @@ class DynamicResources(
         return None
 
     def _allocate(self, s: _State, node: Node) -> list[Any] | None:
-        """The allocator on the slices reaching ``node``: its own, then the shared ones that
-        reach it (a node without any and claims that need devices is answered at once)."""
+        """The allocator on the slices reaching ``node``, in the store's order: its own and the
+        shared ones that reach it (a node without any, for claims that need devices, is
+        answered at once)."""
         assert s.allocator is not None
         local = s.local_slices.get(node.metadata.name, [])
-        reaching = local + [sl for sl in s.shared_slices if slice_reaches(sl, node)]
+        reaching = local + [(i, sl) for i, sl in s.shared_slices if slice_reaches(sl, node)]
         if not reaching and all(c.spec.devices.requests for c in s.allocator.claims):
             return None
-        return s.allocator.allocate(node, reaching)
+        reaching.sort(key=lambda e: e[0])
+        return s.allocator.allocate(node, [sl for _, sl in reaching])
 
     # -- PostFilter ----------------------------------------------------------------------------
 
