@@ -136,6 +136,8 @@ class SimulationResult:
     num_running: int
     seconds: float
     issues: list[Issue] = field(default_factory=list)
+    #: The ResourceClaims as the simulation left them (DynamicResources' allocations).
+    resource_claims: list[ResourceClaim] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
         """Pods per reason."""
@@ -484,4 +486,5 @@ async def simulate(
         num_running=len(running),
         seconds=time.perf_counter() - start,
         issues=list(inputs.issues),
+        resource_claims=list(snapshot.objects.list(ResourceClaim)),
     )
