@@ -332,8 +332,8 @@ def make_template_claims(api: Api, doc: dict[str, Any]) -> None:
 
 
 def claim_devices(api: Api, doc: dict[str, Any]) -> dict[str, list[str]]:
-    """Per pod claim: the devices allocated to it (``driver/pool/device``), as kube-scheduler
-    wrote them."""
+    """Per pod claim: the devices allocated to it (``request: driver/pool/device``), as
+    kube-scheduler wrote them."""
     ns = doc["metadata"].get("namespace") or "default"
     pod = api.request("GET", f"/api/v1/namespaces/{ns}/pods/{doc['metadata']['name']}")
     made = {
@@ -350,7 +350,7 @@ def claim_devices(api: Api, doc: dict[str, Any]) -> dict[str, list[str]]:
         )
         allocation = (claim.get("status") or {}).get("allocation") or {}
         out[entry["name"]] = [
-            f"{r['driver']}/{r['pool']}/{r['device']}"
+            f"{r['request']}: {r['driver']}/{r['pool']}/{r['device']}"
             for r in (allocation.get("devices") or {}).get("results") or []
         ]
     return out

@@ -72,7 +72,8 @@ def _run(name: str, seed: int) -> tuple[dict[str, PodResult], dict[str, dict[str
             allocation = claim.status.allocation if claim is not None else None
             if allocation is not None:
                 per_claim[pc.name] = [
-                    f"{r.driver}/{r.pool}/{r.device}" for r in allocation.devices.results
+                    f"{r.request}: {r.driver}/{r.pool}/{r.device}"
+                    for r in allocation.devices.results
                 ]
         devices[pod.key] = per_claim
     return {p.key: p for p in result.pods}, devices
