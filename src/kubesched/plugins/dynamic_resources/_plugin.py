@@ -176,13 +176,17 @@ class DynamicResources(
 
     def _get_claim(self, namespace: str, name: str) -> ResourceClaim | None:
         claim = self.handle.snapshot.objects.get(ResourceClaim, name, namespace)
-        if claim is None:
-            return None
+        return None if claim is None else self._current(claim)
+
+    def _current(self, claim: ResourceClaim) -> ResourceClaim:
+        """The claim as PreBind last wrote it while the informer has not caught up, else as
+        the informer has it."""
         assumed = self._assumed.get(claim.metadata.uid)
-        if assumed is not None:
-            if _newer(assumed, claim):
-                return assumed
-            del self._assumed[claim.metadata.uid]
+        if assumed is None:
+            return claim
+        if _newer(assumed, claim):
+            return assumed
+        del self._assumed[claim.metadata.uid]
         return claim
 
     def _pod_claims(self, pod: Pod) -> list[ResourceClaim]:
@@ -212,10 +216,8 @@ class DynamicResources(
         does not take a device."""
         out: set[DeviceID] = set()
         in_flight = self._in_flight
-        for claim in self.handle.snapshot.objects.list(ResourceClaim):
-            uid = claim.metadata.uid
-            c = in_flight.get(uid) or self._assumed.get(uid) or claim
-            _add_devices(c, out)
+        for claim in list(self.handle.snapshot.objects.list(ResourceClaim)):
+            _add_devices(in_flight.get(claim.metadata.uid) or self._current(claim), out)
         for c in in_flight.values():
             if (
                 self.handle.snapshot.objects.get(

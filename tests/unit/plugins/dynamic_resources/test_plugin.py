@@ -10,13 +10,21 @@ import msgspec
 import pytest
 
 from builders import make_node, make_pod
-from kubesched.api import DeviceClass, Pod, PodResourceClaimStatus, ResourceClaim, ResourceSlice
+from kubesched.api import (
+    DeviceClass,
+    OwnerReference,
+    Pod,
+    PodResourceClaimStatus,
+    ResourceClaim,
+    ResourceSlice,
+)
 from kubesched.config import default_config
 from kubesched.framework import Code, CycleState, Handle, Nodes, QueueingHint, Snapshot, Status
 from kubesched.plugins import default_registry
 from kubesched.plugins.dynamic_resources import (
     ERR_CANNOT_ALLOCATE,
     ERR_NOT_AVAILABLE,
+    MSG_STILL_NOT_SCHEDULABLE,
     DynamicResources,
 )
 from kubesched.simulate import load_text, simulate
@@ -394,3 +402,75 @@ def test_simulate_reports_a_selector_that_does_not_compile_or_is_not_bool(expres
     assert broken.reason == "SchedulerError"
     assert "claim default/broken: selector #0: CEL " in broken.message
     assert next(p for p in result.pods if p.name == "big").node == "node-b"
+
+
+def test_post_filter_deallocates_a_claim_out_of_reach_that_no_other_pod_uses() -> None:
+    on_b = {
+        "allocation": {
+            "devices": {
+                "results": [{"request": "gpu", "driver": DRIVER, "pool": "node-b", "device": "x"}]
+            },
+            "nodeSelector": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchFields": [
+                            {"key": "metadata.name", "operator": "In", "values": ["node-b"]}
+                        ]
+                    }
+                ]
+            },
+        }
+    }
+    c = Cluster(gpu_class(), gpu_claim("stranded", **on_b))
+    pod = claiming("p", "stranded")
+
+    async def attempt() -> tuple[str | None, Status | None]:
+        state, _, verdicts = c.verdicts(pod)
+        assert verdicts["node-a"] == Status(UU, ERR_NOT_AVAILABLE)
+        # As if node-b were ruled out by another plugin.
+        result = c.plugin.post_filter(state, pod, {})
+        await c.plugin.aclose()
+        return result
+
+    assert asyncio.run(attempt()) == (
+        None,
+        Status(Code.UNSCHEDULABLE, "deallocation of ResourceClaim completed"),
+    )
+    assert c.claim("stranded").status.allocation is None
+    # Used by another pod: left as it is.
+    shared = dict(on_b, reservedFor=[{"resource": "pods", "name": "o", "uid": "o-uid"}])
+    c = Cluster(gpu_class(), gpu_claim("shared", **shared))
+    pod = claiming("p", "shared")
+    state, _, _ = c.verdicts(pod)
+    assert c.plugin.post_filter(state, pod, {}) == (
+        None,
+        Status(Code.UNSCHEDULABLE, MSG_STILL_NOT_SCHEDULABLE),
+    )
+
+
+def test_pod_change_hint_waits_for_every_claim() -> None:
+    c = Cluster(gpu_class())
+    pod = make_pod(
+        "t", spec={"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "tmpl"}]}
+    )
+    hint = c.plugin.is_schedulable_after_pod_change
+    assert hint(pod, pod, pod) == QueueingHint.SKIP
+    made = gpu_claim("t-gpu-x")
+    made.metadata.owner_references = [
+        OwnerReference(
+            api_version="v1", kind="Pod", name="t", uid=pod.metadata.uid, controller=True
+        )
+    ]
+    c.snapshot.objects.set(made)
+    updated = msgspec.structs.replace(
+        pod,
+        status=msgspec.structs.replace(
+            pod.status,
+            resource_claim_statuses=[
+                PodResourceClaimStatus(name="gpu", resource_claim_name="t-gpu-x")
+            ],
+        ),
+    )
+    assert hint(pod, pod, updated) == QueueingHint.QUEUE
+    assert hint(claiming("other", "c"), pod, updated) == QueueingHint.SKIP
+    assert c.plugin.pre_enqueue(updated) is None
