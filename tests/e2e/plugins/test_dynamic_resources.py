@@ -307,3 +307,59 @@ def test_template_claim_pod_waits_for_its_claim(
     assert bound["spec"]["nodeName"] == node
     claim = admin_client.get(f"{claims}/templated-gpu-x1y2z").expect(200).json()
     assert claim["status"]["allocation"]["devices"]["results"][0]["device"] == "gpu-0"
+
+
+def test_pending_pod_scheduled_when_a_slice_publishes_a_device(
+    admin_client: AdminClient,
+    kubesched: Runner,
+    cluster_objects: Callable[[str, dict[str, Any]], None],
+    claims: str,
+    namespace: str,
+    run_id: str,
+) -> None:
+    profile = f"dra-q-{run_id}"
+    node = f"dra-q-{run_id}"
+    cluster_objects("/api/v1/nodes", node_manifest(node, cpu="4", memory="8Gi"))
+    device_class = f"gpu-q-{run_id}"
+    cluster_objects(
+        f"{RESOURCE}/deviceclasses",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": device_class},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
+        },
+    )
+    admin_client.post(
+        claims,
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": "later"},
+            "spec": claim_spec(device_class),
+        },
+    ).expect(201)
+    sched = kubesched(scheduler_config(profile))
+    create_pod(
+        admin_client, claiming_pod("patient", namespace, profile, {"resourceClaimName": "later"})
+    )
+    eventually(
+        lambda: get_pod(admin_client, namespace, "patient"),
+        lambda p: condition(p, "PodScheduled") is not None,
+        timeout=60,
+        what="the pod reported unschedulable",
+        watch=sched,
+    )
+    # The driver publishes its devices: the ResourceSlice event moves the pod back (it would
+    # otherwise wait for the 5 minute flush).
+    cluster_objects(
+        f"{RESOURCE}/resourceslices", gpu_slice(f"{node}-gpus", node, [gpu("gpu-0", "80Gi")])
+    )
+    bound = eventually(
+        lambda: get_pod(admin_client, namespace, "patient"),
+        lambda p: bool(p["spec"].get("nodeName")),
+        timeout=30,
+        what="the pod bound after the slice appeared",
+        watch=sched,
+    )
+    assert bound["spec"]["nodeName"] == node
