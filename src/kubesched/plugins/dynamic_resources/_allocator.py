@@ -220,6 +220,7 @@ class Allocator:
         slices: Iterable[ResourceSlice],
         *,
         timeout: float | None = None,
+        verdicts: dict[tuple[str, int], bool | str] | None = None,
     ) -> None:
         self.claims = claims
         self.allocated = allocated
@@ -227,6 +228,9 @@ class Allocator:
         self.slices = list(slices)
         self.timeout = timeout
         self._matches: dict[tuple[int, int, str, str], bool] = {}
+        #: One selector's verdict on one device (by the device object's identity: the caller
+        #: keeps the slices alive as long as this), or its CEL error; shared across pods.
+        self._verdicts = verdicts if verdicts is not None else {}
 
     def allocate(
         self, node: Node, slices: Iterable[ResourceSlice] | None = None
@@ -267,12 +271,19 @@ class Allocator:
                     raise AllocationError(
                         f"{owner}: selector #{i}: CEL compile error: {compiled.error}"
                     )
-                try:
-                    if variable is None:
-                        variable = device_variable(candidate.id[0], device)
-                    ok = compiled.matches(variable)
-                except CELError as e:
-                    raise AllocationError(f"{owner}: selector #{i}: CEL runtime error: {e}") from e
+                vkey = (sel.cel.expression, id(device))
+                verdict = self._verdicts.get(vkey)
+                if verdict is None:
+                    try:
+                        if variable is None:
+                            variable = device_variable(candidate.id[0], device)
+                        verdict = compiled.matches(variable)
+                    except CELError as e:
+                        verdict = str(e)
+                    self._verdicts[vkey] = verdict
+                if isinstance(verdict, str):
+                    raise AllocationError(f"{owner}: selector #{i}: CEL runtime error: {verdict}")
+                ok = verdict
                 if not ok:
                     break
             if not ok:

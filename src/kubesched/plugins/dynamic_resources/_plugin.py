@@ -145,6 +145,22 @@ class _State:
     #: Claims allocated on some node, not reachable from at least one node.
     unavailable: set[int] = field(default_factory=set)
     node_allocations: dict[str, list[Any]] = field(default_factory=dict)
+    #: The allocator's answer for nodes reached by the same shared slices and none of their
+    #: own (network-attached devices): it is the same for all of them.
+    by_reach: dict[tuple[int, ...], list[Any] | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class _Slices:
+    """The ResourceSlices indexed for Filter, kept while no slice changes."""
+
+    version: int
+    all: list[ResourceSlice]
+    local: dict[str, list[tuple[int, ResourceSlice]]]
+    shared: list[tuple[int, ResourceSlice]]
+    #: CEL verdicts on these slices' devices, for every pod (an expression's verdict on a
+    #: device does not change while the device does not).
+    verdicts: dict[tuple[str, int], bool | str] = field(default_factory=dict)
 
 
 class DynamicResources(
@@ -171,6 +187,10 @@ class DynamicResources(
         #: Claims as PreBind wrote them, until the informer reports them (the assume cache).
         self._assumed: dict[str, ResourceClaim] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        #: Bumped when claims in flight or assumed change, for :meth:`_allocated_devices`.
+        self._changes = 0
+        self._taken: tuple[tuple[int, int], set[DeviceID]] | None = None
+        self._slices: _Slices | None = None
 
     # -- claims ------------------------------------------------------------------------------
 
@@ -187,6 +207,7 @@ class DynamicResources(
         if _newer(assumed, claim):
             return assumed
         del self._assumed[claim.metadata.uid]
+        self._changes += 1
         return claim
 
     def _pod_claims(self, pod: Pod) -> list[ResourceClaim]:
@@ -213,7 +234,10 @@ class DynamicResources(
 
     def _allocated_devices(self) -> set[DeviceID]:
         """Devices of every allocated claim, and of those allocated in flight; admin access
-        does not take a device."""
+        does not take a device. Kept until a claim changes."""
+        key = (self.handle.snapshot.objects.version(ResourceClaim), self._changes)
+        if self._taken is not None and self._taken[0] == key:
+            return self._taken[1]
         out: set[DeviceID] = set()
         in_flight = self._in_flight
         for claim in list(self.handle.snapshot.objects.list(ResourceClaim)):
@@ -226,7 +250,24 @@ class DynamicResources(
                 is None
             ):
                 _add_devices(c, out)
+        self._taken = (key, out)
         return out
+
+    def _indexed_slices(self) -> _Slices:
+        objects = self.handle.snapshot.objects
+        version = objects.version(ResourceSlice)
+        if self._slices is not None and self._slices.version == version:
+            return self._slices
+        slices = list(objects.list(ResourceSlice))
+        local: dict[str, list[tuple[int, ResourceSlice]]] = {}
+        shared: list[tuple[int, ResourceSlice]] = []
+        for i, sl in enumerate(slices):
+            if sl.spec.node_name and sl.spec.per_device_node_selection is None:
+                local.setdefault(sl.spec.node_name, []).append((i, sl))
+            else:
+                shared.append((i, sl))
+        self._slices = _Slices(version, slices, local, shared)
+        return self._slices
 
     # -- PreEnqueue ----------------------------------------------------------------------------
 
@@ -292,18 +333,15 @@ class DynamicResources(
                 if status is not None:
                     return None, status
         if s.to_allocate:
-            slices = list(objects.list(ResourceSlice))
-            for i, sl in enumerate(slices):
-                if sl.spec.node_name and sl.spec.per_device_node_selection is None:
-                    s.local_slices.setdefault(sl.spec.node_name, []).append((i, sl))
-                else:
-                    s.shared_slices.append((i, sl))
+            indexed = self._indexed_slices()
+            s.local_slices, s.shared_slices = indexed.local, indexed.shared
             s.allocator = Allocator(
                 [claims[i] for i in s.to_allocate],
                 self._allocated_devices(),
                 lambda name: objects.get(DeviceClass, name),
-                slices,
+                indexed.all,
                 timeout=self.filter_timeout,
+                verdicts=indexed.verdicts,
             )
         s.claims = claims
         return None, None
@@ -352,10 +390,17 @@ class DynamicResources(
         answered at once)."""
         assert s.allocator is not None
         local = s.local_slices.get(node.metadata.name, [])
-        reaching = local + [(i, sl) for i, sl in s.shared_slices if slice_reaches(sl, node)]
-        if not reaching and all(c.spec.devices.requests for c in s.allocator.claims):
+        shared = [(i, sl) for i, sl in s.shared_slices if slice_reaches(sl, node)]
+        if not local and not shared and all(c.spec.devices.requests for c in s.allocator.claims):
             return None
-        reaching.sort(key=lambda e: e[0])
+        if not local:
+            reach = tuple(i for i, _ in shared)
+            if reach in s.by_reach:
+                return s.by_reach[reach]
+            result = s.allocator.allocate(node, [sl for _, sl in shared])
+            s.by_reach[reach] = result
+            return result
+        reaching = sorted(local + shared, key=lambda e: e[0])
         return s.allocator.allocate(node, [sl for _, sl in reaching])
 
     # -- PostFilter ----------------------------------------------------------------------------
@@ -416,6 +461,7 @@ class DynamicResources(
             finalizers = (
                 meta.finalizers if FINALIZER in meta.finalizers else [*meta.finalizers, FINALIZER]
             )
+            self._changes += 1
             self._in_flight[meta.uid] = msgspec.structs.replace(
                 claim,
                 metadata=msgspec.structs.replace(meta, finalizers=finalizers),
@@ -431,6 +477,7 @@ class DynamicResources(
             uid = claim.metadata.uid
             if self._in_flight.pop(uid, None) is not None:
                 self._assumed.pop(uid, None)
+                self._changes += 1
             if claim.status.allocation is not None and claim_reserved_for_pod(pod, claim):
                 self._spawn(self._unreserve(claim, pod))
 
@@ -515,10 +562,11 @@ class DynamicResources(
                 what = "allocation and reservation" if allocation is not None else "reservation"
                 raise RuntimeError(f"add {what} to claim {claim_ref(claim)}: {e}") from e
             self._assumed[uid] = claim
+            self._changes += 1
             return claim
         finally:
-            if allocation is not None:
-                self._in_flight.pop(uid, None)
+            if allocation is not None and self._in_flight.pop(uid, None) is not None:
+                self._changes += 1
 
     def _spawn(self, coro: Any) -> None:
         try:
