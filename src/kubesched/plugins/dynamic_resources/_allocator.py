@@ -20,6 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from kubesched.api import (
     ALLOCATION_MODE_ALL,
@@ -232,21 +233,18 @@ class Allocator:
         #: keeps the slices alive as long as this), or its CEL error; shared across pods.
         self._verdicts = verdicts if verdicts is not None else {}
 
-    def allocate(
-        self, node: Node, slices: Iterable[ResourceSlice] | None = None
-    ) -> list[AllocationResult] | None:
-        """One allocation per claim, or ``None`` if the claims do not fit on ``node``.
+    def allocate(self, node: Node) -> list[AllocationResult] | None:
+        """One allocation per claim, or ``None`` if the claims do not fit on ``node``; see
+        :meth:`search`."""
+        found = self.search(node, gather_pools(s for s in self.slices if slice_reaches(s, node)))
+        return None if found is None else found.results()
 
-        ``slices`` are those reaching the node when the caller knows them (by default all are
-        matched against the node here). Raises :class:`AllocationError`, :class:`FailedOnNodeError`
-        or :class:`AllocationTimeoutError`.
-        """
-        reaching = (
-            list(slices)
-            if slices is not None
-            else [s for s in self.slices if slice_reaches(s, node)]
-        )
-        return _Run(self, node, gather_pools(reaching)).run()
+    def search(self, node: Node, pools: list[Pool]) -> Found | None:
+        """The devices for the claims from ``pools`` (those reaching ``node``), or ``None`` if
+        they do not fit. Raises :class:`AllocationError`, :class:`FailedOnNodeError` or
+        :class:`AllocationTimeoutError`."""
+        run = _Run(self, node, pools)
+        return run if run.run() else None
 
     def selectable(self, claim_index: int, data: _RequestData, candidate: _Candidate) -> bool:
         """``isSelectable``: the class's selectors, then the request's, on the device."""
@@ -292,6 +290,12 @@ class Allocator:
         return ok
 
 
+class Found(Protocol):
+    """A solution on one node; the allocation results are made when asked for (Reserve)."""
+
+    def results(self) -> list[AllocationResult]: ...
+
+
 class _Run:
     """One ``Allocate`` call: the search state on one node."""
 
@@ -306,7 +310,7 @@ class _Run:
         self.constraints: list[list[_MatchAttribute]] = []
         #: Device -> claims (indices) it is being allocated to in this search.
         self.allocating: dict[DeviceID, set[int]] = {}
-        self.results: list[list[_Result]] = [[] for _ in alloc.claims]
+        self.picked: list[list[_Result]] = [[] for _ in alloc.claims]
         #: (claim, request) -> the subrequest chosen.
         self.chosen: dict[tuple[int, int], int] = {}
 
@@ -357,7 +361,7 @@ class _Run:
         data.num_devices = len(data.all_devices)
         return data
 
-    def run(self) -> list[AllocationResult] | None:
+    def run(self) -> bool:
         for ci, claim in enumerate(self.a.claims):
             per_claim: list[list[_RequestData]] = []
             minimum = 0
@@ -391,10 +395,11 @@ class _Run:
             done = self._claim(0)
         except _TooManyError:
             done = False
-        if not done:
-            if any(p.invalid for p in self.pools):
-                raise FailedOnNodeError("invalid resource pools were encountered")
-            return None
+        if not done and any(p.invalid for p in self.pools):
+            raise FailedOnNodeError("invalid resource pools were encountered")
+        return done
+
+    def results(self) -> list[AllocationResult]:
         return [self._result(ci) for ci in range(len(self.a.claims))]
 
     # -- the search ----------------------------------------------------------------------------
@@ -444,7 +449,7 @@ class _Run:
             return False
         if di >= data.num_devices:
             return self._request(ci, ri + 1)
-        if len(self.results[ci]) + data.num_devices - di > ALLOCATION_RESULTS_MAX_SIZE:
+        if len(self.picked[ci]) + data.num_devices - di > ALLOCATION_RESULTS_MAX_SIZE:
             raise _TooManyError
         if spec.mode == ALLOCATION_MODE_ALL:
             c = data.all_devices[di]
@@ -511,14 +516,14 @@ class _Run:
                     prev.remove(spec)
                 return None
         self.allocating.setdefault(c.id, set()).add(ci)
-        self.results[ci].append(_Result(c.id, spec, c.device, c.slice))
-        n = len(self.results[ci]) - 1
+        self.picked[ci].append(_Result(c.id, spec, c.device, c.slice))
+        n = len(self.picked[ci]) - 1
 
         def undo() -> None:
             for con in constraints:
                 con.remove(spec)
             self.allocating[c.id].discard(ci)
-            del self.results[ci][n:]
+            del self.picked[ci][n:]
 
         return undo
 
@@ -534,7 +539,7 @@ class _Run:
                 device=r.id[2],
                 admin_access=True if r.request.admin_access else None,
             )
-            for r in self.results[ci]
+            for r in self.picked[ci]
         ]
         requests = claim.spec.devices.requests
         config: list[DeviceAllocationConfiguration] = []
@@ -583,7 +588,7 @@ class _Run:
                 c.requests = []  # empty means all
         return AllocationResult(
             devices=DeviceAllocationResult(results=results, config=config),
-            node_selector=_node_selector(self.results[ci]),
+            node_selector=_node_selector(self.picked[ci]),
         )
 
 

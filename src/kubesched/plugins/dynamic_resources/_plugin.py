@@ -54,9 +54,10 @@ from kubesched.plugins.dynamic_resources._allocator import (
     Allocator,
     DeviceID,
     FailedOnNodeError,
+    Found,
     claim_ref,
 )
-from kubesched.plugins.dynamic_resources._pools import slice_reaches
+from kubesched.plugins.dynamic_resources._pools import Pool, gather_pools, slice_reaches
 from kubesched.plugins.helper import as_objects
 
 log = logging.getLogger(__name__)
@@ -138,16 +139,14 @@ class _State:
     allocator: Allocator | None = None
     #: Indices of the claims allocated by the scheduler in this cycle (claims[i] unallocated).
     to_allocate: list[int] = field(default_factory=list)
-    #: Slices (with their position in the store) by the node they are local to, and those
-    #: reaching several nodes.
-    local_slices: dict[str, list[tuple[int, ResourceSlice]]] = field(default_factory=dict)
-    shared_slices: list[tuple[int, ResourceSlice]] = field(default_factory=list)
+    #: The slices, indexed by the nodes they reach.
+    slices: _Slices | None = None
     #: Claims allocated on some node, not reachable from at least one node.
     unavailable: set[int] = field(default_factory=set)
-    node_allocations: dict[str, list[Any]] = field(default_factory=dict)
+    node_allocations: dict[str, Found] = field(default_factory=dict)
     #: The allocator's answer for nodes reached by the same shared slices and none of their
     #: own (network-attached devices): it is the same for all of them.
-    by_reach: dict[tuple[int, ...], list[Any] | None] = field(default_factory=dict)
+    by_reach: dict[tuple[int, ...], Found | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +160,15 @@ class _Slices:
     #: CEL verdicts on these slices' devices, for every pod (an expression's verdict on a
     #: device does not change while the device does not).
     verdicts: dict[tuple[str, int], bool | str] = field(default_factory=dict)
+    #: The pools of each set of slices reaching a node (by their positions).
+    pools: dict[tuple[int, ...], list[Pool]] = field(default_factory=dict)
+
+    def pools_of(self, reaching: list[tuple[int, ResourceSlice]]) -> list[Pool]:
+        key = tuple(i for i, _ in reaching)
+        pools = self.pools.get(key)
+        if pools is None:
+            pools = self.pools[key] = gather_pools(sl for _, sl in reaching)
+        return pools
 
 
 class DynamicResources(
@@ -333,8 +341,7 @@ class DynamicResources(
                 if status is not None:
                     return None, status
         if s.to_allocate:
-            indexed = self._indexed_slices()
-            s.local_slices, s.shared_slices = indexed.local, indexed.shared
+            indexed = s.slices = self._indexed_slices()
             s.allocator = Allocator(
                 [claims[i] for i in s.to_allocate],
                 self._allocated_devices(),
@@ -365,7 +372,7 @@ class DynamicResources(
             if sel is not None
             and not node_selector_matches(sel, n.metadata.labels, n.metadata.name)
         ]
-        allocations = None
+        allocations: Found | None = None
         if s.allocator is not None:
             try:
                 allocations = self._allocate(s, n)
@@ -384,24 +391,25 @@ class DynamicResources(
             s.node_allocations[n.metadata.name] = allocations
         return None
 
-    def _allocate(self, s: _State, node: Node) -> list[Any] | None:
+    def _allocate(self, s: _State, node: Node) -> Found | None:
         """The allocator on the slices reaching ``node``, in the store's order: its own and the
         shared ones that reach it (a node without any, for claims that need devices, is
         answered at once)."""
         assert s.allocator is not None
-        local = s.local_slices.get(node.metadata.name, [])
-        shared = [(i, sl) for i, sl in s.shared_slices if slice_reaches(sl, node)]
+        assert s.slices is not None
+        local = s.slices.local.get(node.metadata.name, [])
+        shared = [(i, sl) for i, sl in s.slices.shared if slice_reaches(sl, node)]
         if not local and not shared and all(c.spec.devices.requests for c in s.allocator.claims):
             return None
         if not local:
             reach = tuple(i for i, _ in shared)
             if reach in s.by_reach:
                 return s.by_reach[reach]
-            result = s.allocator.allocate(node, [sl for _, sl in shared])
-            s.by_reach[reach] = result
-            return result
+            found = s.allocator.search(node, s.slices.pools_of(shared))
+            s.by_reach[reach] = found
+            return found
         reaching = sorted(local + shared, key=lambda e: e[0])
-        return s.allocator.allocate(node, [sl for _, sl in reaching])
+        return s.allocator.search(node, s.slices.pools_of(reaching))
 
     # -- PostFilter ----------------------------------------------------------------------------
 
@@ -445,9 +453,10 @@ class DynamicResources(
         s = state.read(_STATE_KEY, _State)
         if not s.to_allocate or s.allocator is None:
             return None
-        allocations = s.node_allocations.get(node_name)
-        if allocations is None:
+        found = s.node_allocations.get(node_name)
+        if found is None:
             return Status(Code.ERROR, "claim allocation not found for node")
+        allocations = found.results()
         if len(allocations) != len(s.to_allocate):
             return Status(
                 Code.ERROR,
