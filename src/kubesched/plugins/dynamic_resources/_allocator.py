@@ -406,7 +406,7 @@ class _Run:
 
     def _tick(self) -> None:
         self.calls += 1
-        if self.deadline is not None and self.calls % 64 == 0 and time.monotonic() > self.deadline:
+        if self.deadline is not None and self.calls % 16 == 0 and time.monotonic() > self.deadline:
             raise AllocationTimeoutError
 
     def _claim(self, ci: int) -> bool:

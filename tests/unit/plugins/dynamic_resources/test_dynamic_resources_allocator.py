@@ -17,6 +17,7 @@ from kubesched.api import (
 )
 from kubesched.plugins.dynamic_resources._allocator import (
     AllocationError,
+    AllocationTimeoutError,
     Allocator,
     DeviceID,
     FailedOnNodeError,
@@ -662,3 +663,23 @@ def test_semver_and_quantity_selectors() -> None:
     )
     assert out is not None
     assert [r[3] for r in results(out[0])] == ["device-3"]
+
+
+def test_search_stops_at_the_filter_timeout() -> None:
+    # No two devices share a NUMA node: every pair is tried before giving up.
+    devices = [dev(f"device-{i}", None, attrs(numa=i)) for i in range(40)]
+    a = Allocator(
+        [
+            claim(
+                "claim-0",
+                request("req-0", CLASS_A, 2),
+                constraints=[{"matchAttribute": f"{DRIVER_A}/numa"}],
+            )
+        ],
+        set(),
+        {CLASS_A: device_class(CLASS_A, DRIVER_A)}.get,
+        [slice_("slice-1", NODE1, "pool-1", DRIVER_A, *devices)],
+        timeout=1e-9,
+    )
+    with pytest.raises(AllocationTimeoutError):
+        a.allocate(node())

@@ -474,3 +474,22 @@ def test_pod_change_hint_waits_for_every_claim() -> None:
     assert hint(pod, pod, updated) == QueueingHint.QUEUE
     assert hint(claiming("other", "c"), pod, updated) == QueueingHint.SKIP
     assert c.plugin.pre_enqueue(updated) is None
+
+
+def test_unreserve_after_pre_bind_takes_the_pod_out_of_reserved_for() -> None:
+    c = Cluster(gpu_class(), gpus("node-a", "gpu-0"), gpu_claim("c"))
+    pod = claiming("p", "c")
+
+    async def cycle() -> None:
+        state, _, _ = c.verdicts(pod)
+        c.plugin.reserve(state, pod, "node-a")
+        assert await c.plugin.pre_bind(state, pod, "node-a") is None
+        assert [r.name for r in c.claim("c").status.reserved_for] == ["p"]
+        # Binding failed after PreBind: the claim stays allocated, reserved for nobody.
+        c.plugin.unreserve(state, pod, "node-a")
+        await c.plugin.aclose()
+
+    asyncio.run(cycle())
+    claim = c.claim("c")
+    assert claim.status.reserved_for == []
+    assert claim.status.allocation is not None
