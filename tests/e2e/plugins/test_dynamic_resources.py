@@ -7,6 +7,9 @@
   none left and stays Pending with kube-scheduler's message.
 - A pod whose claim comes from a ResourceClaimTemplate waits until the claim exists and is named
   in its status (this test does what the resourceclaim controller would), then is scheduled.
+- A pending pod is scheduled once a ResourceSlice publishes a device for it.
+- Ten pods created at once for six GPUs: six are bound, each with a device of its own (devices
+  allocated in flight count as taken while their bindings run), four stay Pending.
 """
 
 from __future__ import annotations
@@ -20,11 +23,13 @@ import pytest
 from e2e.scheduler.sched_e2e import (
     Runner,
     condition,
+    create_all,
     create_node,
     create_pod,
     delete_node,
     eventually,
     get_pod,
+    list_pods,
     node_manifest,
     pod_manifest,
     scheduler_config,
@@ -363,3 +368,73 @@ def test_pending_pod_scheduled_when_a_slice_publishes_a_device(
         watch=sched,
     )
     assert bound["spec"]["nodeName"] == node
+
+
+def test_pods_created_at_once_never_share_a_device(
+    admin_client: AdminClient,
+    kubesched: Runner,
+    cluster_objects: Callable[[str, dict[str, Any]], None],
+    claims: str,
+    namespace: str,
+    run_id: str,
+) -> None:
+    profile = f"dra-r-{run_id}"
+    nodes = [f"dra-r-{run_id}-{i}" for i in range(3)]
+    device_class = f"gpu-r-{run_id}"
+    cluster_objects(
+        f"{RESOURCE}/deviceclasses",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": device_class},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
+        },
+    )
+    for node in nodes:
+        cluster_objects("/api/v1/nodes", node_manifest(node, cpu="8", memory="16Gi"))
+        cluster_objects(
+            f"{RESOURCE}/resourceslices",
+            gpu_slice(f"{node}-gpus", node, [gpu("gpu-0", "80Gi"), gpu("gpu-1", "80Gi")]),
+        )
+    names = [f"worker-{i}" for i in range(10)]
+    for name in names:
+        admin_client.post(
+            claims,
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceClaim",
+                "metadata": {"name": name},
+                "spec": claim_spec(device_class),
+            },
+        ).expect(201)
+    sched = kubesched(scheduler_config(profile))
+    create_all(
+        admin_client,
+        create_pod,
+        [claiming_pod(n, namespace, profile, {"resourceClaimName": n}) for n in names],
+    )
+
+    def decided(pods: list[dict[str, Any]]) -> bool:
+        ours = [p for p in pods if p["metadata"]["name"] in names]
+        return len(ours) == len(names) and all(
+            p["spec"].get("nodeName") or condition(p, "PodScheduled") is not None for p in ours
+        )
+
+    pods = eventually(
+        lambda: list_pods(admin_client, namespace),
+        decided,
+        timeout=90,
+        what="every pod bound or reported unschedulable",
+        watch=sched,
+    )
+    bound = {
+        p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods if p["spec"].get("nodeName")
+    }
+    assert len(bound) == 6
+    devices = []
+    for name, node in bound.items():
+        claim = admin_client.get(f"{claims}/{name}").expect(200).json()
+        (result,) = claim["status"]["allocation"]["devices"]["results"]
+        assert result["pool"] == node
+        devices.append((result["pool"], result["device"]))
+    assert sorted(devices) == sorted((n, d) for n in nodes for d in ("gpu-0", "gpu-1"))
