@@ -143,7 +143,7 @@ def _load_scheduler_config(path: str | None) -> tuple[object, object]:
     registry = default_registry()
     try:
         config = (
-            load_config(path, plugin_args_types=plugin_args_types(registry))
+            load_config(path, plugin_args_types=plugin_args_types(registry), plugin_names=registry)
             if path
             else default_config()
         )
@@ -157,8 +157,8 @@ def _load_scheduler_config(path: str | None) -> tuple[object, object]:
     "--config",
     "config_path",
     type=click.Path(dir_okay=False),
-    help="KubeSchedulerConfiguration file (kubescheduler.config.k8s.io/v1). "
-    "Without it, kube-scheduler's default profile.",
+    help="KubeSchedulerConfiguration file (kubescheduler.config.k8s.io/v1; v1beta1 to v1beta3 "
+    "are converted, with a warning per field). Without it, kube-scheduler's default profile.",
 )
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Cluster to schedule for.")
 @click.option(
@@ -176,6 +176,14 @@ def _load_scheduler_config(path: str | None) -> tuple[object, object]:
 )
 @click.option("--identity", help="Leader election identity (default: hostname_uuid).")
 @click.option(
+    "--pod-max-in-unschedulable-pods-duration",
+    "max_unschedulable",
+    default="5m",
+    show_default=True,
+    help="How long a pod may wait for a cluster event before it is tried again anyway "
+    "(kube-scheduler's flag of that name; a Go duration).",
+)
+@click.option(
     "--log-level",
     default="INFO",
     show_default=True,
@@ -187,16 +195,28 @@ def run(
     health_port: int,
     bind_address: str,
     identity: str | None,
+    max_unschedulable: str,
     log_level: str,
 ) -> None:
     """Schedule every pod whose spec.schedulerName names a profile of the configuration."""
     import asyncio  # noqa: PLC0415
 
-    from kubesched.config import ConfigError, KubeSchedulerConfiguration  # noqa: PLC0415
+    from kubesched.config import (  # noqa: PLC0415
+        ConfigError,
+        DurationError,
+        KubeSchedulerConfiguration,
+        parse_duration,
+    )
     from kubesched.framework import FrameworkError, Registry  # noqa: PLC0415
     from kubesched.kube import KubeConfigError  # noqa: PLC0415
     from kubesched.scheduler import serve  # noqa: PLC0415
 
+    try:
+        max_unschedulable_s = parse_duration(max_unschedulable)
+    except DurationError as err:
+        raise click.BadParameter(
+            str(err), param_hint="--pod-max-in-unschedulable-pods-duration"
+        ) from err
     _setup_logging(log_level)
     config, registry = _load_scheduler_config(config_path)
     assert isinstance(config, KubeSchedulerConfiguration)
@@ -211,13 +231,75 @@ def run(
                 health_host=bind_address,
                 health_port=health_port,
                 identity=identity,
+                pod_max_in_unschedulable_pods_duration=max_unschedulable_s,
             )
         )
-    except (ConfigError, FrameworkError) as err:
+    except ConfigError as err:
+        where = err.with_source(config_path) if config_path else err
+        raise click.ClickException(f"invalid configuration: {where}") from err
+    except FrameworkError as err:
         raise click.ClickException(f"invalid configuration: {err}") from err
     except KubeConfigError as err:
         raise click.ClickException(str(err)) from err
     raise SystemExit(code)
+
+
+@main.group("config")
+def config_group() -> None:
+    """KubeSchedulerConfiguration files: convert older ones to v1."""
+
+
+@config_group.command("convert")
+@click.argument("file", required=False, type=click.Path(dir_okay=False, allow_dash=True))
+@click.option(
+    "--from-policy",
+    "policy",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="A legacy scheduler Policy file (--policy-config-file): write its extenders as v1.",
+)
+def config_convert(file: str | None, policy: str | None) -> None:
+    """Print FILE (v1beta1, v1beta2, v1beta3 or v1) as the equivalent v1 configuration.
+
+    One warning per converted field goes to stderr. The result is checked as kube-scheduler
+    v1.34 checks it, and the args of kubesched's plugins as kubesched does; plugin names are
+    not looked up, since the file may be meant for a kube-scheduler with plugins of its own.
+    See docs/configuration.md.
+    """
+    import yaml  # noqa: PLC0415
+
+    from kubesched.config import (  # noqa: PLC0415
+        ConfigError,
+        FieldError,
+        convert_config,
+        load_config_from_dict,
+        parse_yaml,
+        policy_to_config,
+    )
+    from kubesched.framework import plugin_args_types  # noqa: PLC0415
+    from kubesched.plugins import default_registry  # noqa: PLC0415
+
+    if (file is None) == (policy is None):
+        raise click.UsageError("give exactly one of FILE and --from-policy FILE")
+    source = str(file or policy)
+    try:
+        with click.open_file(source, "rb") as stream:
+            data = parse_yaml(stream.read())
+        converted = policy_to_config(data) if policy else convert_config(data)
+
+        def warn(warning: FieldError) -> None:
+            click.echo(f"Warning: {source}: {warning}", err=True)
+
+        for warning in converted.warnings:
+            warn(warning)
+        args_types = plugin_args_types(default_registry())
+        load_config_from_dict(
+            converted.data, plugin_args_types=args_types, source=source, warn=warn
+        )
+    except OSError as err:
+        raise click.ClickException(f"{source}: cannot read the file: {err.strerror}") from err
+    except ConfigError as err:
+        raise click.ClickException(f"invalid configuration: {err.with_source(source)}") from err
+    click.echo(yaml.safe_dump(converted.data, sort_keys=False), nl=False)
 
 
 @main.command("plugins")
@@ -532,7 +614,7 @@ def bench_e2e(
     show_envvar=True,
     default="INFO",
     show_default=True,
-    help="TRACE, DEBUG, INFO, WARNING or ERROR.",
+    help="TRACE, DEBUG, INFO, WARNING, ERROR or ALERT.",
 )
 def extender(
     config_path: str | None,

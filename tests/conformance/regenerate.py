@@ -39,6 +39,7 @@ Run from the repository root:  python tests/conformance/regenerate.py [SCENARIO 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import http.client
 import json
@@ -47,6 +48,8 @@ import subprocess
 import sys
 import time
 import urllib.parse
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +107,8 @@ class Api:
         self.host = parts.hostname or "127.0.0.1"
         self.port = parts.port
         self.context: ssl.SSLContext = info.ssl_context()
+        self.cert = str(info.admin_cert)
+        self.key = str(info.admin_key)
 
     def request(
         self,
@@ -112,12 +117,13 @@ class Api:
         body: Any = None,
         params: dict[str, str] | None = None,
         ok: tuple[int, ...] = (200, 201),
+        content_type: str = "application/json",
     ) -> Any:
         target = path + ("?" + urllib.parse.urlencode(params) if params else "")
         data = None if body is None else json.dumps(body)
         headers = {"Accept": "application/json"}
         if data is not None:
-            headers["Content-Type"] = "application/json"
+            headers["Content-Type"] = content_type
         conn = http.client.HTTPSConnection(self.host, self.port, context=self.context, timeout=30)
         try:
             conn.request(method, target, body=data, headers=headers)
@@ -128,6 +134,27 @@ class Api:
         if response.status not in ok:
             raise RuntimeError(f"{method} {target}: HTTP {response.status}: {payload[:500]!r}")
         return json.loads(payload) if payload else None
+
+    def get_text(self, url: str) -> str:
+        """``GET`` another HTTPS server of the cluster (a scheduler's ``/metrics``) with the
+        admin certificate, not checking the server's own certificate."""
+        parts = urllib.parse.urlsplit(url)
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        context.load_cert_chain(self.cert, self.key)
+        conn = http.client.HTTPSConnection(
+            parts.hostname or "127.0.0.1", parts.port, context=context, timeout=30
+        )
+        try:
+            conn.request("GET", parts.path)
+            response = conn.getresponse()
+            payload = response.read()
+        finally:
+            conn.close()
+        if response.status != 200:
+            raise RuntimeError(f"GET {url}: HTTP {response.status}: {payload[:500]!r}")
+        return payload.decode()
 
 
 def load_scenario(directory: Path) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
@@ -499,29 +526,49 @@ def run_scenario(api: Api, directory: Path, scheduler_version: str) -> None:
         sys.stderr.write(f"  {p}\n")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+@dataclass
+class Recording:
+    """A recording session: the scenarios asked for, on a local control plane."""
+
+    api: Api
+    cluster: str
+    #: ``kube-scheduler --version``
+    version: str
+    scenarios: list[str]
+
+
+@contextlib.contextmanager
+def recording(description: str) -> Iterator[Recording]:
+    """Parse the command line (scenario names, ``--cluster``, ``--keep``), start the cluster
+    (left running with ``--keep``) and the built kube-scheduler's version; empty the cluster
+    at the end."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("scenarios", nargs="*", help="scenario names (default: all)")
     parser.add_argument("--cluster", default="conformance", help="cluster name")
     parser.add_argument("--keep", action="store_true", help="leave the cluster running")
     args = parser.parse_args()
-    global CLUSTER  # noqa: PLW0603 (one name for the whole run)
-    CLUSTER = args.cluster
-    names = args.scenarios or sorted(p.name for p in SCENARIOS.iterdir() if p.is_dir())
     binaries = cluster.ensure_binaries(progress=lambda m: sys.stderr.write(m + "\n"))
     version = subprocess.run(
         [str(binaries.kube_scheduler), "--version"], capture_output=True, text=True, check=True
     ).stdout.strip()
-    started = cluster.info(CLUSTER) is None
-    info = cluster.up(CLUSTER, progress=lambda m: sys.stderr.write(m + "\n"))
+    started = cluster.info(args.cluster) is None
+    info = cluster.up(args.cluster, progress=lambda m: sys.stderr.write(m + "\n"))
     try:
         api = Api(info)
-        for name in names:
-            run_scenario(api, SCENARIOS / name, version)
+        yield Recording(api, args.cluster, version, list(args.scenarios))
         clean(api)
     finally:
         if started and not args.keep:
-            cluster.down(CLUSTER)
+            cluster.down(args.cluster)
+
+
+def main() -> None:
+    global CLUSTER  # noqa: PLW0603 (one name for the whole run)
+    with recording(__doc__.split("\n\n")[0]) as rec:
+        CLUSTER = rec.cluster
+        names = rec.scenarios or sorted(p.name for p in SCENARIOS.iterdir() if p.is_dir())
+        for name in names:
+            run_scenario(rec.api, SCENARIOS / name, rec.version)
 
 
 if __name__ == "__main__":

@@ -151,6 +151,9 @@ class _PodTimes:
     def on_synced(self) -> None:
         pass
 
+    def on_undecodable(self, key: str) -> None:
+        pass
+
     def bound_among(self, names: Sequence[str]) -> int:
         return sum(1 for n in names if n in self.bound)
 

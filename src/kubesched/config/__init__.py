@@ -25,7 +25,11 @@ Entry points:
 - :data:`DEFAULT_PLUGINS`, :func:`default_plugins`, :func:`merge_plugins`: the default plugin set
   and kube-scheduler's merge rules; :func:`enabled_plugins` and :func:`expand_plugins`: a
   profile's plugins per extension point, before and after ``multiPoint`` expansion.
-- :class:`ConfigError` carries :class:`FieldError` ``(path, message)`` pairs.
+- :func:`convert_config`: a ``v1beta1``/``v1beta2``/``v1beta3`` document as ``v1``, with a
+  warning per converted field (loading does this by itself); :func:`policy_to_config`: the
+  ``extenders`` of a legacy scheduler Policy file as a ``v1`` document.
+- :class:`ConfigError` carries :class:`FieldError` ``(path, message)`` pairs; warnings are
+  :class:`FieldError` values too.
 """
 
 from kubesched.config._args import (
@@ -62,12 +66,14 @@ from kubesched.config._args import (
     default_args,
     validate_args,
 )
+from kubesched.config._convert import Converted, convert_config
 from kubesched.config._decode import Duration
 from kubesched.config._defaults import set_defaults
 from kubesched.config._duration import DurationError, format_duration, parse_duration
 from kubesched.config._errors import ConfigError, FieldError
 from kubesched.config._features import DEFAULT_FEATURE_GATES, FeatureGates
 from kubesched.config._load import (
+    Warn,
     config_to_dict,
     default_config,
     load_config,
@@ -86,6 +92,7 @@ from kubesched.config._plugins import (
     merge_plugin_set,
     merge_plugins,
 )
+from kubesched.config._policy import policy_to_config
 from kubesched.config._types import (
     API_VERSION,
     DEFAULT_SCHEDULER_NAME,
@@ -124,6 +131,7 @@ __all__ = [
     "ClientConnectionConfiguration",
     "ConfigError",
     "ConfigStruct",
+    "Converted",
     "DefaultPreemptionArgs",
     "Duration",
     "DurationError",
@@ -162,7 +170,9 @@ __all__ = [
     "UtilizationShapePoint",
     "ValidatingArgs",
     "VolumeBindingArgs",
+    "Warn",
     "config_to_dict",
+    "convert_config",
     "decode_args",
     "default_args",
     "default_config",
@@ -177,6 +187,7 @@ __all__ = [
     "merge_plugins",
     "parse_duration",
     "parse_yaml",
+    "policy_to_config",
     "set_defaults",
     "validate_args",
     "validate_config",

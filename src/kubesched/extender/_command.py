@@ -49,7 +49,9 @@ class ExtenderCommand:
         args_types = plugin_args_types(registry)
         try:
             if self.config_path is not None:
-                return load_config(self.config_path, plugin_args_types=args_types)
+                return load_config(
+                    self.config_path, plugin_args_types=args_types, plugin_names=registry
+                )
             assert self.agents is not None
             return agents_config(
                 parse_agents(self.agents), set(registry), plugin_args_types=args_types

@@ -305,6 +305,9 @@ class ClusterEvent:
 
     resource: str
     action: ActionType
+    #: Names a move that is no cluster event (``UnschedulableTimeout``, ``ForceActivate``) in
+    #: metrics and logs; matching ignores it.
+    label: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kubesched.api import Pod, label_selector_matches, pod_requests
+from kubesched.api import Pod
 from kubesched.framework import (
     ActionType,
     ClusterEvent,
@@ -51,6 +51,18 @@ from kubesched.framework import (
     QueueingHint,
     SortKeyFn,
     Status,
+)
+from kubesched.scheduler._events import (
+    EVENT_ASSIGNED_POD_ADD,
+    EVENT_ASSIGNED_POD_DELETE,
+    EVENT_FORCE_ACTIVATE,
+    EVENT_UNSCHEDULABLE_TIMEOUT,
+    EVENT_WILDCARD,
+    NODE,
+    UNSCHEDULABLE_POD,
+    event_matches,
+    is_wildcard,
+    pod_scheduling_properties_change,
 )
 
 log = logging.getLogger(__name__)
@@ -66,23 +78,6 @@ BACKOFF_FLUSH_INTERVAL = 1.0
 #: How often unschedulablePods is checked for pods that waited too long.
 UNSCHEDULABLE_FLUSH_INTERVAL = 30.0
 
-# Event resources. ``Pod`` is what plugins register; incoming pod events are about an
-# ``AssignedPod`` (bound) or an ``UnschedulablePod`` (pending), and ``Pod`` matches both.
-POD = "Pod"
-ASSIGNED_POD = "AssignedPod"
-UNSCHEDULABLE_POD = "UnschedulablePod"
-NODE = "Node"
-WILDCARD = "*"
-
-EVENT_ASSIGNED_POD_ADD = ClusterEvent(ASSIGNED_POD, ActionType.ADD)
-EVENT_ASSIGNED_POD_UPDATE = ClusterEvent(ASSIGNED_POD, ActionType.UPDATE)
-EVENT_ASSIGNED_POD_DELETE = ClusterEvent(ASSIGNED_POD, ActionType.DELETE)
-EVENT_UNSCHEDULED_POD_ADD = ClusterEvent(UNSCHEDULABLE_POD, ActionType.ADD)
-EVENT_UNSCHEDULED_POD_UPDATE = ClusterEvent(UNSCHEDULABLE_POD, ActionType.UPDATE)
-#: The wildcard event: every pod it is applied to moves (``UnschedulableTimeout``,
-#: ``ForceActivate``), except pods a PreEnqueue plugin gates.
-EVENT_WILDCARD = ClusterEvent(WILDCARD, ActionType.ALL)
-
 #: Sub-queue names, as the ``scheduler_pending_pods{queue}`` metric labels them.
 ACTIVE = "active"
 BACKOFF = "backoff"
@@ -91,9 +86,7 @@ GATED = "gated"
 #: The sub-queues other than activeQ, in the order :meth:`SchedulingQueue._report` keeps counts.
 _NOT_ACTIVE = (BACKOFF, UNSCHEDULABLE, GATED)
 
-_POD_TOPOLOGY_SPREAD = "PodTopologySpread"
 _PRE_ENQUEUE = "PreEnqueue"
-_SCALE_DOWN = ClusterEvent(POD, ActionType.UPDATE_POD_SCALE_DOWN)
 #: What a rejecting plugin that registered no events is taken to have registered.
 _ALL_EVENTS: tuple[ClusterEventWithHint, ...] = (ClusterEventWithHint(EVENT_WILDCARD),)
 
@@ -111,62 +104,6 @@ class _Strategy(enum.IntEnum):
     SKIP = 0
     AFTER_BACKOFF = 1
     IMMEDIATELY = 2
-
-
-def is_wildcard(event: ClusterEvent) -> bool:
-    return event.resource == WILDCARD and event.action == ActionType.ALL
-
-
-def event_matches(registered: ClusterEvent, incoming: ClusterEvent) -> bool:
-    """``MatchClusterEvents``: whether an event a plugin registered covers an incoming one.
-
-    A registered ``Pod`` event covers ``AssignedPod`` and ``UnschedulablePod`` events; a registered
-    ``*`` resource covers every resource. Actions must overlap, and the incoming action must not be
-    broader than the registered one: a plugin registering ``UPDATE_NODE_LABEL`` is not woken by an
-    incoming ``UPDATE`` (an update the scheduler could not narrow down), one registering ``UPDATE``
-    is woken by ``UPDATE_NODE_LABEL``. An incoming wildcard event matches only a registered
-    wildcard.
-    """
-    if is_wildcard(registered):
-        return True
-    r = registered.resource
-    if not (
-        r in (WILDCARD, incoming.resource)
-        or (r == POD and incoming.resource in (ASSIGNED_POD, UNSCHEDULABLE_POD))
-    ):
-        return False
-    return bool(registered.action & incoming.action) and incoming.action <= registered.action
-
-
-def pod_scheduling_properties_change(new: Pod, old: Pod) -> list[ClusterEvent]:
-    """``PodSchedulingPropertiesChange``: the events an update of a pod amounts to.
-
-    The resource is ``AssignedPod`` if ``new`` is bound, else ``UnschedulablePod``. An update that
-    changes none of labels, requests (downwards), scheduling gates (all removed) or tolerations is
-    ``UPDATE_OTHER``, which only plugins registering a general ``UPDATE`` hear.
-    """
-    resource = ASSIGNED_POD if new.spec.node_name else UNSCHEDULABLE_POD
-    actions: list[ActionType] = []
-    if new.metadata.labels != old.metadata.labels:
-        actions.append(ActionType.UPDATE_POD_LABEL)
-    if _scaled_down(new, old):
-        actions.append(ActionType.UPDATE_POD_SCALE_DOWN)
-    if not new.spec.scheduling_gates and old.spec.scheduling_gates:
-        actions.append(ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED)
-    # Tolerations can only be added, so a change of length is a change.
-    if len(new.spec.tolerations) != len(old.spec.tolerations):
-        actions.append(ActionType.UPDATE_POD_TOLERATIONS)
-    if not actions:
-        actions.append(ActionType.UPDATE_OTHER)
-    return [ClusterEvent(resource, a) for a in actions]
-
-
-def _scaled_down(new: Pod, old: Pod) -> bool:
-    new_req = pod_requests(new)
-    for name, value in pod_requests(old).items():
-        if name not in new_req or new_req[name] < value:
-            return True
-    return False
 
 
 # --- heap entries --------------------------------------------------------------------------
@@ -275,7 +212,8 @@ class SchedulingQueue:
         self._sort_key = sort_key
         self._pre_enqueue = pre_enqueue
         self._hints: dict[str, tuple[ClusterEventWithHint, ...]] = {
-            plugin: tuple(events) for plugin, events in (events_to_register or {}).items()
+            plugin: _with_node_taint(tuple(events))
+            for plugin, events in (events_to_register or {}).items()
         }
         self._registered = {e.event for events in self._hints.values() for e in events}
         self._interest: dict[ClusterEvent, bool] = {}
@@ -429,7 +367,7 @@ class SchedulingQueue:
                 self._move_to_active(qpi, from_backoff=from_backoff)
                 continue
             if uid in self._in_flight:
-                self._record_event(EVENT_WILDCARD, None, pod)
+                self._record_event(EVENT_FORCE_ACTIVATE, None, pod)
                 self._move_request_cycle = self._cycle
         self._report()
 
@@ -553,27 +491,20 @@ class SchedulingQueue:
         self._report()
 
     def assigned_pod_added(self, pod: Pod) -> None:
-        """A bound pod appeared: it may satisfy pending pods' pod affinity or spread."""
-        # Mostly no pod waits in unschedulablePods: then none moves and no count changes (the
-        # event is still kept for the pods in flight).
-        pods = self._pods_with_cross_topology_term(pod) if self._unschedulable else []
-        self._move_pods(pods, EVENT_ASSIGNED_POD_ADD, None, pod)
-        if pods:
-            self._report()
+        """A bound pod appeared: it may satisfy pending pods' pod affinity, spread or gangs."""
+        self.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_ADD, None, pod)
 
     def assigned_pod_updated(self, old: Pod, new: Pod) -> None:
-        """A bound pod changed: a request scaled down may let any pod fit; other changes
-        (labels) only concern pods with pod affinity or spread constraints."""
+        """A bound pod changed: each property it changed is an event of its own (labels for
+        affinity and spread, a request scaled down for resources)."""
         for event in pod_scheduling_properties_change(new, old):
-            if event_matches(_SCALE_DOWN, event):
-                self._move_pods(self._candidates(event), event, old, new)
-            else:
-                self._move_pods(self._pods_with_cross_topology_term(new), event, old, new)
-        self._report()
+            self.move_all_to_active_or_backoff(event, old, new)
 
-    def assigned_pod_deleted(self, pod: Pod) -> None:
-        """A bound pod went away, freeing what it held."""
-        self.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_DELETE, pod, None)
+    def assigned_pod_deleted(
+        self, pod: Pod, pre_check: Callable[[Pod], bool] | None = None
+    ) -> None:
+        """A bound (or assumed) pod went away, freeing what it held."""
+        self.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_DELETE, pod, None, pre_check)
 
     # -- periodic work -----------------------------------------------------------------------
 
@@ -606,7 +537,7 @@ class SchedulingQueue:
             if now - q.timestamp > self._max_in_unschedulable
         ]
         if stale:
-            self._move_pods(stale, EVENT_WILDCARD, None, None)
+            self._move_pods(stale, EVENT_UNSCHEDULABLE_TIMEOUT, None, None)
         self._report()
 
     async def run(
@@ -828,20 +759,6 @@ class SchedulingQueue:
             hit = any(event_matches(r, event) for r in self._registered)
             self._interest[event] = hit
         return hit
-
-    def _pods_with_cross_topology_term(self, pod: Pod) -> list[QueuedPodInfo]:
-        """``getUnschedulablePodsWithCrossTopologyTerm``: pods a new or changed bound pod may
-        help: rejected by PodTopologySpread in its namespace, or with a required pod affinity term
-        it matches. Pods any event moves are included too."""
-        out: list[QueuedPodInfo] = []
-        for uid, qpi in self._unschedulable.items():
-            spread = (
-                _POD_TOPOLOGY_SPREAD in qpi.unschedulable_plugins
-                and qpi.pod.metadata.namespace == pod.metadata.namespace
-            )
-            if uid in self._catch_all or spread or _affinity_terms_match(qpi.pod, pod):
-                out.append(qpi)
-        return out
 
     # -- internals: hints ----------------------------------------------------------------------
 
@@ -1120,23 +1037,13 @@ class SchedulingQueue:
         metric(changed)
 
 
-def _affinity_terms_match(pending: Pod, bound: Pod) -> bool:
-    """Whether one of ``pending``'s required pod affinity terms selects ``bound``.
-
-    A term with a namespace selector counts as matching any namespace (namespace labels are not
-    known here); ``matchLabelKeys`` are ignored, which only widens the match.
-    """
-    affinity = pending.spec.affinity
-    if affinity is None or affinity.pod_affinity is None:
-        return False
-    ns = bound.metadata.namespace
-    for term in affinity.pod_affinity.required_during_scheduling_ignored_during_execution:
-        if term.namespace_selector is not None:
-            in_ns = True
-        elif term.namespaces:
-            in_ns = ns in term.namespaces
-        else:
-            in_ns = ns == pending.metadata.namespace
-        if in_ns and label_selector_matches(term.label_selector, bound.metadata.labels):
-            return True
-    return False
+def _with_node_taint(events: tuple[ClusterEventWithHint, ...]) -> tuple[ClusterEventWithHint, ...]:
+    """A plugin that registered ``Node/Add`` but not ``Node/UpdateNodeTaint`` also hears taint
+    updates, with no hint (``buildQueueingHintMap``'s mitigation of kubernetes#109437: a node
+    added tainted and untainted later would otherwise never requeue that plugin's pods)."""
+    nodes = [e.event.action for e in events if e.event.resource == NODE]
+    if any(a & ActionType.ADD for a in nodes) and not any(
+        a & ActionType.UPDATE_NODE_TAINT for a in nodes
+    ):
+        return (*events, ClusterEventWithHint(ClusterEvent(NODE, ActionType.UPDATE_NODE_TAINT)))
+    return events

@@ -11,7 +11,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -35,6 +35,12 @@ from kubesched.framework import (
     Status,
 )
 from kubesched.scheduler._cache import Cache, CacheError
+from kubesched.scheduler._events import (
+    EVENT_NODE_ADD,
+    EVENT_NODE_DELETE,
+    WILDCARD,
+    node_scheduling_properties_change,
+)
 from kubesched.scheduler._metrics import SchedulerMetrics
 from kubesched.scheduler._queue import SchedulingQueue
 
@@ -57,8 +63,9 @@ YIELD_EVERY_S = 0.001
 class ClusterWriter(Protocol):
     """What the loop writes back to the cluster (the API server, or nothing in simulation)."""
 
-    def scheduled(self, pod: Pod, node: str, profile: str) -> None:
-        """Record the ``Scheduled`` event."""
+    def scheduled(self, pod: Pod, node: str, profile: str) -> Awaitable[None] | None:
+        """Record the ``Scheduled`` event; or, while events cannot be queued, return what the
+        binding cycle awaits to record it (backpressure rather than a lost event)."""
 
     def failed(
         self, pod: Pod, reason: str, message: str, profile: str, nominated_node: str | None
@@ -127,15 +134,15 @@ class Scheduler:
 
     def on_node_add(self, node: Node) -> None:
         self.cache.add_node(node)
-        self.queue.move_all_to_active_or_backoff(ClusterEvent("Node", ActionType.ADD), None, node)
+        self.queue.move_all_to_active_or_backoff(EVENT_NODE_ADD, None, node)
 
     def on_node_update(self, old: Node, new: Node) -> None:
         self.cache.update_node(old, new)
-        action = node_update_action(old, new)
-        if action:
-            self.queue.move_all_to_active_or_backoff(ClusterEvent("Node", action), old, new)
+        for event in node_scheduling_properties_change(new, old):
+            self.queue.move_all_to_active_or_backoff(event, old, new)
 
     def on_node_delete(self, node: Node) -> None:
+        self.queue.move_all_to_active_or_backoff(EVENT_NODE_DELETE, node, None)
         self.cache.remove_node(node)
 
     def on_pod_add(self, pod: Pod) -> None:
@@ -155,8 +162,18 @@ class Scheduler:
             else:
                 self.cache.update_pod(old, new)
                 self.queue.assigned_pod_updated(old, new)
-        elif self.responsible_for(new):
-            self.queue.update(old, new)
+            return
+        if not self.responsible_for(new):
+            return
+        rv = new.metadata.resource_version
+        if (rv and rv == old.metadata.resource_version) or self.cache.is_assumed(new.metadata.uid):
+            # A re-list's copy, or our own pod between assume and bind: nothing changed for it.
+            return
+        self.queue.update(old, new)
+        nominated = old.status.nominated_node_name
+        if nominated and nominated != new.status.nominated_node_name:
+            # The room held for it on that node is free for pods it could have preempted.
+            self.queue.assigned_pod_deleted(old, _priority_at_most(old))
 
     def on_pod_delete(self, pod: Pod) -> None:
         if pod.spec.node_name:
@@ -165,8 +182,24 @@ class Scheduler:
             return
         self.queue.delete(pod)
         fwk = self.profiles.get(pod.spec.scheduler_name)
-        if fwk is not None:
-            fwk.reject_waiting_pod(pod.metadata.uid, "pod was deleted")
+        if fwk is None:
+            return
+        if fwk.reject_waiting_pod(pod.metadata.uid, "pod was deleted"):
+            # It held resources on a node while waiting at Permit.
+            self.queue.assigned_pod_deleted(pod)
+        elif pod.status.nominated_node_name:
+            self.queue.assigned_pod_deleted(pod, _priority_at_most(pod))
+
+    def on_undecodable(self, resource: str, key: str) -> None:
+        """An object of ``resource`` changed and could not be decoded: what changed is unknown,
+        so every pod waiting for an event is tried again after its backoff (as kube-scheduler
+        queues a pod when a hint function fails), rather than left waiting for nothing."""
+        if self.metrics is not None:
+            self.metrics.undecodable_objects.labels(resource).inc()
+        log.warning("%s %s could not be decoded; retrying every unschedulable pod", resource, key)
+        self.queue.move_all_to_active_or_backoff(
+            ClusterEvent(WILDCARD, ActionType.ALL, f"{resource}Undecodable")
+        )
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -262,7 +295,7 @@ class Scheduler:
             fwk.run_unreserve(state, pod, host)
             self.cache.forget_pod(pod.metadata.uid)
             if status.is_rejected():
-                qpi.unschedulable_plugins = {status.plugin} if status.plugin else set()
+                _set_rejector(qpi, status)
                 message = _rejected_on_one_node(pod, status)
                 return self._fail(fwk, qpi, REASON_UNSCHEDULABLE, message, start)
             return self._fail(fwk, qpi, REASON_SCHEDULER_ERROR, status.message, start)
@@ -305,7 +338,9 @@ class Scheduler:
                 if metrics is not None:
                     metrics.attempt("scheduled", fwk.profile_name, time.perf_counter() - start)
                 log.info("Successfully bound pod to node pod=%s node=%s", pod.key, host)
-                self.writer.scheduled(pod, host, fwk.profile_name)
+                later = self.writer.scheduled(pod, host, fwk.profile_name)
+                if later is not None:
+                    await later
                 if fwk.post_bind_plugins:
                     fwk.run_post_bind(state, pod, host)
                 self.queue.done(uid)
@@ -333,16 +368,24 @@ class Scheduler:
             # The binding went through after all (its answer was lost, as when kube-apiserver
             # restarts) and the informer confirmed the pod meanwhile: nothing to undo.
             log.error("scheduler cache ForgetPod failed: %s", e)
+            freed = False
         else:
+            freed = True
+        rejected = status.is_rejected()
+        if freed and not rejected:
             # The resources the pod held may let others fit.
             self.queue.assigned_pod_deleted(pod)
-        rejected = status.is_rejected()
         message = status.message
         if rejected:
-            qpi.unschedulable_plugins = {status.plugin} if status.plugin else set()
+            _set_rejector(qpi, status)
             message = _rejected_on_one_node(pod, status)
         reason = REASON_UNSCHEDULABLE if rejected else REASON_SCHEDULER_ERROR
         self._fail(fwk, qpi, reason, message, start)
+        if freed and rejected:
+            # After the pod is back in the queue, and not for the pod itself: a rejection at
+            # Permit must not be undone by the room the pod freed (``handleBindingCycleError``).
+            uid = pod.metadata.uid
+            self.queue.assigned_pod_deleted(pod, lambda p: p.metadata.uid != uid)
 
     def _fail(
         self,
@@ -395,19 +438,16 @@ class PodLookup(Protocol):
     def __call__(self, namespace: str, name: str) -> Pod | None: ...
 
 
-def node_update_action(old: Node, new: Node) -> ActionType:
-    """Which node properties changed, as kube-scheduler's ``nodeSchedulingPropertiesChange``."""
-    action = ActionType(0)
-    if old.status.allocatable != new.status.allocatable:
-        action |= ActionType.UPDATE_NODE_ALLOCATABLE
-    if old.metadata.labels != new.metadata.labels:
-        action |= ActionType.UPDATE_NODE_LABEL
-    if old.spec.taints != new.spec.taints or old.spec.unschedulable != new.spec.unschedulable:
-        action |= ActionType.UPDATE_NODE_TAINT
-    if {(c.type, c.status) for c in old.status.conditions} != {
-        (c.type, c.status) for c in new.status.conditions
-    }:
-        action |= ActionType.UPDATE_NODE_CONDITION
-    if old.metadata.annotations != new.metadata.annotations:
-        action |= ActionType.UPDATE_NODE_ANNOTATION
-    return action
+def _set_rejector(qpi: QueuedPodInfo, status: Status) -> None:
+    """``Diagnosis.AddPluginStatus`` for a rejection at Reserve, Permit or later: the plugin is
+    unschedulable, and pending too if it said ``Pending``."""
+    qpi.unschedulable_plugins = {status.plugin} if status.plugin else set()
+    qpi.pending_plugins = (
+        {status.plugin} if status.plugin and status.code == Code.PENDING else set()
+    )
+
+
+def _priority_at_most(pod: Pod) -> Callable[[Pod], bool]:
+    """``getLEPriorityPreCheck``: only pods of no higher priority than ``pod``."""
+    priority = pod.spec.priority or 0
+    return lambda p: (p.spec.priority or 0) <= priority

@@ -44,7 +44,6 @@ from kubesched.api import (
 )
 from kubesched.config import KubeSchedulerConfiguration
 from kubesched.framework import (
-    ClusterEventWithHint,
     CycleState,
     FitError,
     Framework,
@@ -54,7 +53,7 @@ from kubesched.framework import (
     Status,
     build_frameworks,
 )
-from kubesched.scheduler import Cache, Scheduler, SchedulingQueue
+from kubesched.scheduler import Scheduler, new_scheduler
 from kubesched.simulate._input import Inputs, Issue
 from kubesched.simulate._storage import MemoryStorage, feed
 
@@ -324,14 +323,6 @@ def _rejected(status: Status, filters: list[str], *, before_filter: bool) -> Nod
     return NodeExplanation(filter={**dict.fromkeys(run, FILTER_OK), status.plugin: status.message})
 
 
-def _events(frameworks: Mapping[str, Framework]) -> dict[str, list[ClusterEventWithHint]]:
-    out: dict[str, list[ClusterEventWithHint]] = {}
-    for fwk in frameworks.values():
-        for plugin, events in fwk.events_to_register().items():
-            out.setdefault(plugin, []).extend(events)
-    return out
-
-
 async def simulate(
     inputs: Inputs,
     config: KubeSchedulerConfiguration,
@@ -348,33 +339,22 @@ async def simulate(
     frameworks = build_frameworks(
         config, registry, snapshot, client=client, rng=random.Random(seed)
     )
-    first = next(iter(frameworks.values()))
-
-    def pre_enqueue(pod: Pod) -> Status | None:
-        fwk = frameworks.get(pod.spec.scheduler_name)
-        return None if fwk is None else fwk.run_pre_enqueue(pod)
-
-    # A clock that ticks once per reading: pods queued in input order get increasing
-    # timestamps, so PrioritySort's tiebreak is the input order, whatever the real clock does.
-    ticks = itertools.count()
-    queue = SchedulingQueue(
-        less=first.less,
-        sort_key=first.sort_key,
-        pre_enqueue=pre_enqueue,
-        events_to_register=_events(frameworks),
-        clock=lambda: float(next(ticks)),
-    )
     recorder = _Recorder()
     for fwk in frameworks.values():
         fwk.set_evictor(recorder)
+    # A clock that ticks once per reading: pods queued in input order get increasing
+    # timestamps, so PrioritySort's tiebreak is the input order, whatever the real clock does.
+    ticks = itertools.count()
     observer = _Observer(detail)
-    scheduler = Scheduler(
-        profiles=frameworks,
-        cache=Cache(snapshot),
-        queue=queue,
-        writer=recorder,
+    scheduler = new_scheduler(
+        config,
+        frameworks,
+        snapshot,
+        recorder,
         observer=observer,
+        clock=lambda: float(next(ticks)),
     )
+    queue = scheduler.queue
     client.scheduler = recorder.scheduler = scheduler
 
     # Namespace labels for namespaceSelector; a namespace the input only implies still carries
@@ -465,7 +445,7 @@ async def simulate(
         else:
             reason = REASON_GATED
             qpi = queue.get(uid)
-            gate = pre_enqueue(pod)
+            gate = frameworks[pod.spec.scheduler_name].run_pre_enqueue(pod)
             message = gate.message if gate is not None else "not attempted"
             if qpi is None or not qpi.gated_by:
                 reason = "Skipped"

@@ -227,6 +227,9 @@ class RecordingClient:
     def __init__(self) -> None:
         self.calls: list[tuple[str, str, Any]] = []
 
+    def with_own_limiter(self) -> RecordingClient:
+        return self
+
     async def patch(self, path: str, body: Any, **kwargs: Any) -> bytes:
         if "/gone/" in path:
             raise NotFound(404, "NotFound", 'pods "gone" not found')

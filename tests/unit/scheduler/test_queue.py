@@ -37,6 +37,7 @@ from kubesched.scheduler._queue import (
 NODE_ADD = ClusterEvent("Node", ActionType.ADD)
 NODE_LABEL = ClusterEvent("Node", ActionType.UPDATE_NODE_LABEL)
 NODE_TAINT = ClusterEvent("Node", ActionType.UPDATE_NODE_TAINT)
+NODE_ANNOTATION = ClusterEvent("Node", ActionType.UPDATE_NODE_ANNOTATION)
 GATE_PLUGIN = "SchedulingGates"
 
 
@@ -467,7 +468,7 @@ def test_unrelated_event_while_in_flight_keeps_the_pod_unschedulable() -> None:
     pod = make_pod("p")
     q.add(pod)
     qpi = pop(q)
-    q.move_all_to_active_or_backoff(NODE_TAINT)  # "Fit" did not register it
+    q.move_all_to_active_or_backoff(NODE_ANNOTATION)  # "Fit" did not register it
     fail(q, qpi, "Fit")
     assert q.where(uid(pod)) == UNSCHEDULABLE
 
@@ -769,10 +770,28 @@ def test_pod_scheduling_properties_change() -> None:
 # --- assigned pod events ------------------------------------------------------------------
 
 
+def _affinity_selects(pod: Pod, _old: Any, new: Any) -> QueueingHint:
+    """A stand-in for InterPodAffinity's hint: the added pod has the label the pod wants."""
+    terms = pod.spec.affinity.pod_affinity.required_during_scheduling_ignored_during_execution
+    wanted = terms[0].label_selector.match_labels
+    ok = all(new.metadata.labels.get(k) == v for k, v in wanted.items())
+    return QueueingHint.QUEUE if ok else QueueingHint.SKIP
+
+
+def _same_namespace(pod: Pod, _old: Any, new: Any) -> QueueingHint:
+    """A stand-in for PodTopologySpread's hint: the added pod is in the pod's namespace."""
+    same = new.metadata.namespace == pod.metadata.namespace
+    return QueueingHint.QUEUE if same else QueueingHint.SKIP
+
+
 def test_assigned_pod_added_moves_only_pods_it_may_help() -> None:
     events = {
-        "InterPodAffinity": [ClusterEventWithHint(ClusterEvent("Pod", ActionType.ADD))],
-        "PodTopologySpread": [ClusterEventWithHint(ClusterEvent("Pod", ActionType.ADD))],
+        "InterPodAffinity": [
+            ClusterEventWithHint(ClusterEvent("Pod", ActionType.ADD), _affinity_selects)
+        ],
+        "PodTopologySpread": [
+            ClusterEventWithHint(ClusterEvent("Pod", ActionType.ADD), _same_namespace)
+        ],
     }
     clock = FakeClock()
     q = make_queue(clock, events)
@@ -918,7 +937,7 @@ def test_pending_pods_metric_reports_changes() -> None:
     assert latest == {ACTIVE: 0, BACKOFF: 0, UNSCHEDULABLE: 1, GATED: 1}
     assert q.pending_summary() == "activeQ:0; backoffQ:0; unschedulablePods:2"
     n = len(reports)
-    q.move_all_to_active_or_backoff(NODE_TAINT)  # moves nothing: nothing reported
+    q.move_all_to_active_or_backoff(NODE_ANNOTATION)  # moves nothing: nothing reported
     assert len(reports) == n
 
 

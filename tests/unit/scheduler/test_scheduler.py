@@ -5,12 +5,15 @@ from __future__ import annotations
 import asyncio
 import random
 
+import msgspec
+
 from builders import make_node, make_pod
+from kubesched.api import Node
 from kubesched.bench import MemoryCluster
 from kubesched.config import default_config
 from kubesched.framework import Snapshot, build_frameworks
 from kubesched.plugins import default_registry
-from kubesched.scheduler import Cache, Scheduler, SchedulingQueue
+from kubesched.scheduler import Cache, Scheduler, SchedulerMetrics, SchedulingQueue
 
 
 class _Writer:
@@ -99,5 +102,56 @@ def test_a_failed_bind_forgets_the_assumed_pod() -> None:
         assert cluster.conflicts == 1
         assert scheduler.cache.pod_count == 0
         assert scheduler.queue.in_flight_pods() == []
+
+    asyncio.run(main())
+
+
+def _bare_node(name: str) -> Node:
+    """A node as a kubelet registers it, before its first status update."""
+    return msgspec.convert({"metadata": {"name": name, "uid": f"node-{name}"}}, Node)
+
+
+def test_a_node_whose_status_arrives_after_it_registered_gets_the_pod_retried() -> None:
+    async def main() -> None:
+        cluster = MemoryCluster()
+        scheduler = _scheduler(cluster)
+        pod = make_pod("big", cpu="100")
+        cluster.add(pod)
+        scheduler.on_pod_add(pod)
+        qpi = scheduler.queue.try_pop()
+        assert qpi is not None
+        assert scheduler.schedule_one(qpi).node is None
+        uid = pod.metadata.uid
+        assert scheduler.queue.where(uid) == "unschedulable"
+        bare = _bare_node("huge")
+        scheduler.on_node_add(bare)
+        # Nothing on it yet: NodeResourcesFit's hint says the pod cannot fit there.
+        assert scheduler.queue.where(uid) == "unschedulable"
+        # The status update changes allocatable and conditions: two events, and the first
+        # (allocatable) is one NodeResourcesFit registered.
+        scheduler.on_node_update(bare, make_node("huge", cpu="128", memory="512Gi"))
+        assert scheduler.queue.where(uid) in ("active", "backoff")
+
+    asyncio.run(main())
+
+
+def test_an_undecodable_object_retries_the_waiting_pods_and_is_counted() -> None:
+    async def main() -> None:
+        cluster = MemoryCluster()
+        scheduler = _scheduler(cluster)
+        scheduler.metrics = SchedulerMetrics()
+        pod = make_pod("big", cpu="100")
+        cluster.add(pod)
+        scheduler.on_pod_add(pod)
+        qpi = scheduler.queue.try_pop()
+        assert qpi is not None
+        scheduler.schedule_one(qpi)
+        assert scheduler.queue.where(pod.metadata.uid) == "unschedulable"
+        scheduler.on_undecodable("Node", "n-odd")
+        assert scheduler.queue.where(pod.metadata.uid) in ("active", "backoff")
+        counted = scheduler.metrics.registry.get_sample_value(
+            "kubesched_undecodable_objects_total", {"resource": "Node"}
+        )
+        assert counted == 1
 
     asyncio.run(main())
