@@ -29,6 +29,7 @@ from kubesched.api import (
     Pod,
     PodCondition,
     PodDisruptionBudget,
+    ResourceClaim,
     StorageClass,
 )
 from kubesched.config import KubeSchedulerConfiguration
@@ -121,6 +122,17 @@ class _Binder(PluginAPIClient):
         return await patch_custom_object_status(
             self._client, group_version, plural, name, status, namespace=namespace
         )
+
+    # ResourceClaimAPIClient: DynamicResources' writes.
+
+    async def patch_resource_claim(
+        self, namespace: str, name: str, patch: Mapping[str, Any], *, status: bool = False
+    ) -> ResourceClaim:
+        path = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}"
+        if status:
+            path += "/status"
+        claim: ResourceClaim = await self._client.patch(path, patch, type=ResourceClaim)
+        return claim
 
 
 class _Writer:

@@ -3,7 +3,8 @@
 Multi-document YAML or JSON, ``List`` kinds, directories (not recursive) and ``-``. Nodes and Pods
 are simulated and the kinds the scheduler and its plugins read are kept; other kinds are skipped
 with a warning, and an object the API server would refuse with an error naming the file and the
-document. Pending pods get what the API server and its admission plugins would add. The rules:
+document. Pending pods get what the API server and its admission plugins would add (and the
+ResourceClaims the resourceclaim controller would make from templates). The rules:
 docs/simulate.md.
 """
 
@@ -24,7 +25,20 @@ try:
 except ImportError:  # PyYAML built without libyaml: the same, slower
     from yaml import SafeLoader as _BaseLoader  # type: ignore[assignment]
 
-from kubesched.api import Node, Pod, QuantityError, node_allocatable, parse_quantity, pod_requests
+from kubesched.api import (
+    ANN_POD_CLAIM_NAME,
+    Node,
+    ObjectMeta,
+    OwnerReference,
+    Pod,
+    PodResourceClaimStatus,
+    QuantityError,
+    ResourceClaim,
+    ResourceClaimTemplate,
+    node_allocatable,
+    parse_quantity,
+    pod_requests,
+)
 from kubesched.framework import WatchedKind
 from kubesched.plugins.inter_pod_affinity import apply_match_label_keys
 from kubesched.simulate._errors import InputError
@@ -207,6 +221,8 @@ class InputBuilder:
         if not self._finished:
             self._finished = True
             self.inputs.pods = [p for p in map(self._with_priority, self.inputs.pods) if p]
+            for pod in self.inputs.pending:
+                self._claims_from_templates(pod)
             for pod in self.inputs.pods:
                 node = pod.spec.node_name
                 if node and node not in self._nodes:
@@ -360,6 +376,49 @@ class InputBuilder:
             self.inputs.objects.add_watched(
                 "Pod", msgspec.convert(msgspec.to_builtins(pod), watched.type)
             )
+
+    def _claims_from_templates(self, pod: Pod) -> None:
+        """What the resourceclaim controller does for a pending pod whose claim comes from a
+        ResourceClaimTemplate: a ResourceClaim of the template's spec, owned by the pod and
+        named in its ``status.resourceClaimStatuses``. Without the template the pod waits, as
+        it would in a cluster."""
+        meta = pod.metadata
+        made = {s.name for s in pod.status.resource_claim_statuses}
+        added = []
+        for pc in pod.spec.resource_claims:
+            if pc.resource_claim_template_name is None or pc.name in made:
+                continue
+            key = f"ResourceClaimTemplate/{meta.namespace}/{pc.resource_claim_template_name}"
+            template = self.inputs.objects.watched.get(key)
+            if not isinstance(template, ResourceClaimTemplate):
+                continue
+            # The controller's generateName: pod and claim name, cut to 57 characters.
+            base = f"{meta.name}-{pc.name}"[:57] + "-"
+            name = base + _suffix(_Where("resourceclaim", None), f"{meta.uid}/{pc.name}")
+            tm = template.spec.metadata
+            claim = ResourceClaim(
+                metadata=ObjectMeta(
+                    name=name,
+                    namespace=meta.namespace,
+                    uid=str(uuid.uuid5(_UID_NAMESPACE, f"ResourceClaim/{meta.namespace}/{name}")),
+                    labels=dict(tm.labels),
+                    annotations={**tm.annotations, ANN_POD_CLAIM_NAME: pc.name},
+                    owner_references=[
+                        OwnerReference(
+                            api_version="v1",
+                            kind="Pod",
+                            name=meta.name,
+                            uid=meta.uid,
+                            controller=True,
+                        )
+                    ],
+                ),
+                spec=template.spec.spec,
+            )
+            self.inputs.objects.add(claim)
+            added.append(PodResourceClaimStatus(name=pc.name, resource_claim_name=name))
+        if added:
+            pod.status.resource_claim_statuses = [*pod.status.resource_claim_statuses, *added]
 
     def _with_priority(self, pod: Pod) -> Pod | None:
         """``spec.priority`` and ``preemptionPolicy`` as the Priority admission plugin sets them

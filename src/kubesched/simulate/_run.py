@@ -19,7 +19,13 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import msgspec
 
-from kubesched.api import NAMESPACE_NAME_LABEL, PersistentVolume, PersistentVolumeClaim, Pod
+from kubesched.api import (
+    NAMESPACE_NAME_LABEL,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    Pod,
+    ResourceClaim,
+)
 from kubesched.config import KubeSchedulerConfiguration
 from kubesched.framework import (
     CycleState,
@@ -113,6 +119,8 @@ class SimulationResult:
     num_running: int
     seconds: float
     issues: list[Issue] = field(default_factory=list)
+    #: The ResourceClaims as the simulation left them (DynamicResources' allocations).
+    resource_claims: list[ResourceClaim] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
         """Pods per reason."""
@@ -155,6 +163,11 @@ class _MemoryClient:
         return await self.storage.patch_persistent_volume_claim(
             namespace, name, patch, status=status
         )
+
+    async def patch_resource_claim(
+        self, namespace: str, name: str, patch: Mapping[str, Any], *, status: bool = False
+    ) -> ResourceClaim:
+        return await self.storage.patch_resource_claim(namespace, name, patch, status=status)
 
 
 @dataclass
@@ -453,6 +466,7 @@ class Simulation:
             num_running=len(self.running),
             seconds=time.perf_counter() - start,
             issues=list(self.inputs.issues),
+            resource_claims=list(self.snapshot.objects.list(ResourceClaim)),
         )
 
 

@@ -1,5 +1,6 @@
 """Storage in a simulation: the manifests' PVs, PVCs, StorageClasses and CSINodes in the
-snapshot's object store, and the writes VolumeBinding makes to them.
+snapshot's object store, and the writes VolumeBinding makes to them (and DynamicResources to
+ResourceClaims).
 
 A write is applied to the stored object at once, as the API server would and as the informer
 would then report it. A claim VolumeBinding chose to provision on a node is provisioned right
@@ -24,6 +25,7 @@ from kubesched.api import (
     VOLUME_BOUND,
     PersistentVolume,
     PersistentVolumeClaim,
+    ResourceClaim,
     claim_reference,
     persistent_volume_claim_class,
     workload_selector,
@@ -32,7 +34,7 @@ from kubesched.framework import Snapshot
 from kubesched.kube import Conflict, NotFound
 from kubesched.simulate._objects import ClusterObjects
 
-T = TypeVar("T", PersistentVolume, PersistentVolumeClaim)
+T = TypeVar("T", PersistentVolume, PersistentVolumeClaim, ResourceClaim)
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 
@@ -116,6 +118,14 @@ class MemoryStorage:
         if node and not updated.spec.volume_name and not status:
             updated = self._provision(updated, node)
         return updated
+
+    async def patch_resource_claim(
+        self, namespace: str, name: str, patch: Mapping[str, Any], *, status: bool = False
+    ) -> ResourceClaim:
+        current = self.snapshot.objects.get(ResourceClaim, name, namespace)
+        if current is None:
+            raise NotFound(404, "NotFound", f'resourceclaims.resource.k8s.io "{name}" not found')
+        return self._apply(current, patch)
 
     def _provision(self, pvc: PersistentVolumeClaim, node: str) -> PersistentVolumeClaim:
         """What a provisioner and the PV controller would do for a claim selected for ``node``."""

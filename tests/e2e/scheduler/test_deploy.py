@@ -186,6 +186,11 @@ def sa_kubeconfig(control_plane: ClusterInfo, rbac_applied: list[dict[str, Any]]
         ("watch", "services", None, True),
         ("watch", "replicasets.apps", None, True),
         ("watch", "statefulsets.apps", None, True),
+        ("watch", "resourceclaims.resource.k8s.io", None, True),
+        ("watch", "deviceclasses.resource.k8s.io", None, True),
+        ("watch", "resourceslices.resource.k8s.io", None, True),
+        ("patch", "resourceclaims.resource.k8s.io", "default", True),
+        ("patch", "resourceclaims.resource.k8s.io --subresource=status", "default", True),
         ("create", "pods --subresource=binding", "default", True),
         ("patch", "pods --subresource=status", "default", True),
         ("create", "events.events.k8s.io", "default", True),
@@ -207,6 +212,8 @@ def sa_kubeconfig(control_plane: ClusterInfo, rbac_applied: list[dict[str, Any]]
         ("list", "configmaps", NAMESPACE, False),
         ("watch", "deployments.apps", None, False),
         ("create", "events", "default", False),
+        ("delete", "resourceclaims.resource.k8s.io", "default", False),
+        ("patch", "resourceslices.resource.k8s.io", None, False),
     ],
 )
 def test_service_account_may_do_what_kubesched_does_and_no_more(
