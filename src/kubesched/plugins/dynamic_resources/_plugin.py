@@ -85,8 +85,6 @@ ERR_TIMED_OUT = "timed out trying to allocate devices"
 RESOURCE_CLAIM = "ResourceClaim"
 DEVICE_CLASS = "DeviceClass"
 RESOURCE_SLICE = "ResourceSlice"
-#: kube-scheduler's resource for updates of pods not bound yet.
-UNSCHEDULABLE_POD = "UnschedulablePod"
 
 RESOURCE_CLAIM_KIND = WatchedKind(
     ResourceClaim,
@@ -614,12 +612,6 @@ class DynamicResources(
             # The resourceclaim controller names the claim it made in the pod's status.
             ClusterEventWithHint(
                 ClusterEvent("Pod", ActionType.UPDATE_POD_GENERATED_RESOURCE_CLAIM),
-                self.is_schedulable_after_pod_change,
-            ),
-            # The queue reports that update of a pending pod as UPDATE_OTHER: heard too, with
-            # the same hint, for pending pods only.
-            ClusterEventWithHint(
-                ClusterEvent(UNSCHEDULABLE_POD, ActionType.UPDATE_OTHER),
                 self.is_schedulable_after_pod_change,
             ),
             # A missing class created, or a class's selectors changed.
