@@ -7,7 +7,8 @@ implements. It is built once per profile as ``cls(handle, args)``, where ``args`
 Filter and Score come in two forms. The per-node form (``filter``/``score`` on one
 :class:`NodeInfo`) is the simple one; the vectorized form (``filter_nodes``/``score_nodes`` over
 :class:`Nodes`, numpy arrays aligned with ``nodes.slots``) is what hot plugins implement. The
-runtime always calls the vectorized form; its default implementation loops over the per-node one.
+runtime calls the vectorized form over many nodes (its default loops over the per-node one) and,
+where it has one, the per-node form over a few.
 """
 
 from __future__ import annotations
