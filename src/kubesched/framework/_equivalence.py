@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import random
 from bisect import bisect_left
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 
 import msgspec
 import numpy as np
@@ -44,7 +44,6 @@ from kubesched.framework._interface import Nodes
 from kubesched.framework._node_info import PodInfo
 from kubesched.framework._scoring import (
     ScorePlan,
-    Scores,
     check_range,
     in_range,
     score_in_order,
@@ -197,7 +196,8 @@ class EquivalenceCache:
         try:
             if entry is None or rows is None:
                 entry = Filtered(table.capacity, table.version, table.layout)
-                self._judge(state, pod, entry, table.present_slots(), plan.calls(state))
+                form = Vectorized(self._snapshot, table.present_slots())
+                self._judge(state, pod, entry, plan.calls(state), form)
             elif rows[0] or rows[1]:
                 self._refilter(state, pod, entry, plan, rows)
                 entry.version = table.version
@@ -256,25 +256,28 @@ class EquivalenceCache:
                 ids[r] = 0
             live = [r for r in group if present[r]]
             if live:
-                self._judge(state, pod, entry, live, plan.calls(state, pods_only=pods_only))
-            if any(ids.item(r) != b for r, b in zip(group, before, strict=True)):
-                entry.present = None
+                # A few one node at a time (cheaper than numpy's calls), more vectorized.
+                form: FilterForm[int | IntArray] = (
+                    PerNode(self._snapshot, live)
+                    if len(live) <= PER_NODE_AT_MOST
+                    else Vectorized(self._snapshot, np.array(live, dtype=np.int64))
+                )
+                self._judge(state, pod, entry, plan.calls(state, pods_only=pods_only), form)
+            for r, b in zip(group, before, strict=True):
+                if ids.item(r) != b:
+                    entry.present = None
+                    break
 
     def _judge(
         self,
         state: CycleState,
         pod: Pod,
         entry: Filtered,
-        slots: list[int] | IntArray,
         plugins: Sequence[FilterCalls],
+        form: FilterForm[int | IntArray],
     ) -> None:
-        """The verdicts of ``plugins`` on ``slots`` (present, passing so far) into the entry:
-        a few one node at a time, more vectorized."""
-        form: FilterForm[int | IntArray]
-        if len(slots) <= PER_NODE_AT_MOST:
-            form = PerNode(self._snapshot, list(slots))
-        else:
-            form = Vectorized(self._snapshot, np.asarray(slots, dtype=np.int64))
+        """The verdicts of ``plugins`` on the form's nodes (present, passing so far) into the
+        entry."""
         rejected: list[tuple[int | IntArray, Status]] = filter_in_order(state, pod, plugins, form)
         for nodes, status in rejected:
             entry.ids[nodes] = entry.intern(status)
@@ -376,15 +379,17 @@ class _Kept:
         if ask:
             scored.valid[feasible] = True
 
+    def asked(self, n: int) -> Iterable[int]:
+        return range(n)
+
     def score(
         self, i: int, plugin: ScoreCalls, state: CycleState, pod: Pod
-    ) -> tuple[Scores | None, Status | None]:
+    ) -> tuple[IntArray, Status | None]:
         if self._ask:
             return plugin.score_nodes(state, pod, self._nodes)
         return self._scored.raw[i].take(self._feasible), None
 
-    def weigh(self, i: int, plugin: ScoreCalls, state: CycleState, pod: Pod, raw: Scores) -> None:
-        assert isinstance(raw, np.ndarray)
+    def weigh(self, i: int, plugin: ScoreCalls, state: CycleState, pod: Pod, raw: IntArray) -> None:
         scored, feasible = self._scored, self._feasible
         if self._ask:
             scored.raw[i][feasible] = raw
@@ -433,29 +438,35 @@ class _Changed:
         self._node_rows = node_rows
         self._both = node_rows + pod_rows
 
+    def asked(self, n: int) -> Iterable[int]:
+        if self._node_rows:
+            return range(n)
+        return self._plan.pod_readers if self._both else ()
+
     def _rows(self, i: int) -> list[int]:
         return self._both if self._plan.reads_pods[i] else self._node_rows
 
     def score(
         self, i: int, plugin: ScoreCalls, state: CycleState, pod: Pod
-    ) -> tuple[Scores | None, Status | None]:
+    ) -> tuple[list[int], Status | None]:
         live = self._rows(i)
-        if not live:
-            return None, None
+        values: list[int] = []
         if self._plan.per_node[i] and len(live) <= PER_NODE_AT_MOST:
             at = self._snapshot.at
-            values = []
             for r in live:
                 v, s = plugin.score(state, pod, at(r))
                 if s is not None and s.code != Code.SUCCESS:
-                    return None, s
+                    return values, s
                 values.append(v)
             return values, None
-        return plugin.score_nodes(state, pod, Nodes(self._snapshot, np.array(live, dtype=np.int64)))
+        nodes = Nodes(self._snapshot, np.array(live, dtype=np.int64))
+        scores, s = plugin.score_nodes(state, pod, nodes)
+        return scores.tolist(), s
 
-    def weigh(self, i: int, plugin: ScoreCalls, state: CycleState, pod: Pod, raw: Scores) -> None:
+    def weigh(
+        self, i: int, plugin: ScoreCalls, state: CycleState, pod: Pod, values: list[int]
+    ) -> None:
         live = self._rows(i)
-        values = raw.tolist() if isinstance(raw, np.ndarray) else raw
         scored = self._scored
         kept = scored.raw[i]
         if self._plan.normalizes[i]:

@@ -5,7 +5,7 @@ a time over a few (:attr:`PER_NODE_AT_MOST`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Sequence, Sized
 from typing import Protocol, TypeVar
 
 import numpy as np
@@ -31,8 +31,9 @@ K_co = TypeVar("K_co", covariant=True)
 class FilterForm(Protocol[K_co]):
     """How the loop asks plugins about the nodes left, and how it names the rejected ones."""
 
-    def __len__(self) -> int:
-        """How many nodes no plugin has rejected yet."""
+    @property
+    def remaining(self) -> Sized:
+        """The nodes no plugin has rejected yet."""
         ...
 
     def ask(
@@ -50,7 +51,7 @@ def filter_in_order(
     (an Error) raises :class:`FilterError`."""
     rejected: list[tuple[K, Status]] = []
     for p in plugins:
-        if not len(form):
+        if not len(form.remaining):
             break
         for nodes, said in form.ask(p, state, pod):
             status = said.with_plugin(p.name)
@@ -68,9 +69,6 @@ class Vectorized:
     def __init__(self, snapshot: Snapshot, slots: IntArray) -> None:
         self._snapshot = snapshot
         self.remaining = slots
-
-    def __len__(self) -> int:
-        return len(self.remaining)
 
     def ask(
         self, plugin: FilterCalls, state: CycleState, pod: Pod
@@ -102,9 +100,6 @@ class PerNode:
     def __init__(self, snapshot: Snapshot, slots: list[int]) -> None:
         self._snapshot = snapshot
         self.remaining = slots
-
-    def __len__(self) -> int:
-        return len(self.remaining)
 
     def ask(self, plugin: FilterCalls, state: CycleState, pod: Pod) -> list[tuple[int, Status]]:
         at = self._snapshot.at

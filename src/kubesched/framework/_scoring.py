@@ -6,8 +6,8 @@ across cycles and asks only about the nodes that changed."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Iterable, Sequence
+from typing import Protocol, TypeVar
 
 import numpy as np
 
@@ -27,34 +27,38 @@ from kubesched.framework._status import Code, Status
 from kubesched.framework._table import IntArray
 
 #: A plugin's raw scores: an array aligned with the nodes asked, or a few values in a list.
-Scores = IntArray | list[int]
+S = TypeVar("S", IntArray, list[int])
 
 
-class ScoreForm(Protocol):
-    """Where the loop's scores come from and where they go."""
+class ScoreForm(Protocol[S]):
+    """Which plugins the loop asks, where their scores come from and where they go."""
+
+    def asked(self, n: int) -> Iterable[int]:
+        """The indexes, ascending, of the plan's plugins (``n`` of them) to ask."""
+        ...
 
     def score(
         self, i: int, plugin: ScoreCalls, state: CycleState, pod: Pod
-    ) -> tuple[Scores | None, Status | None]:
-        """The raw scores of the plan's ``i``-th plugin (``None``: nothing to ask it)."""
+    ) -> tuple[S, Status | None]:
+        """The raw scores of the plan's ``i``-th plugin."""
         ...
 
-    def weigh(self, i: int, plugin: ScoreCalls, state: CycleState, pod: Pod, raw: Scores) -> None:
+    def weigh(self, i: int, plugin: ScoreCalls, state: CycleState, pod: Pod, raw: S) -> None:
         """Normalize, check, weight and sum the scores :meth:`score` gave."""
         ...
 
 
 def score_in_order(
-    state: CycleState, pod: Pod, plugins: Sequence[ScoreCalls], form: ScoreForm
+    state: CycleState, pod: Pod, plugins: Sequence[ScoreCalls], form: ScoreForm[S]
 ) -> None:
     """Run ``plugins`` (a :class:`ScorePlan`'s) in order through ``form``. A plugin's Error,
     or a score out of range, raises :class:`ScoreError`."""
-    for i, p in enumerate(plugins):
+    for i in form.asked(len(plugins)):
+        p = plugins[i]
         raw, status = form.score(i, p, state, pod)
         if status is not None and status.code != Code.SUCCESS:
             raise ScoreError(p.name, status)
-        if raw is not None:
-            form.weigh(i, p, state, pod, raw)
+        form.weigh(i, p, state, pod, raw)
 
 
 class ScorePlan:
@@ -69,6 +73,7 @@ class ScorePlan:
         "normalizes",
         "per_node",
         "plugins",
+        "pod_readers",
         "reads_pods",
         "weights",
     )
@@ -84,6 +89,7 @@ class ScorePlan:
         ]
         self.per_node = [type(p).score is not ScorePlugin.score for p in plugins]
         self.reads_pods = [p.node_local_reads_pods for p in plugins]
+        self.pod_readers = [i for i, reads in enumerate(self.reads_pods) if reads]
         self.epochs = [p for p in plugins if has_epoch(p)]
 
     def calls(self, state: CycleState) -> Sequence[ScoreCalls]:
@@ -121,13 +127,15 @@ class Fresh:
         self.per_plugin: dict[str, IntArray] = {}
         self.total: IntArray = np.zeros(len(nodes), dtype=np.int64)
 
+    def asked(self, n: int) -> Iterable[int]:
+        return range(n)
+
     def score(
         self, i: int, plugin: ScoreCalls, state: CycleState, pod: Pod
-    ) -> tuple[Scores | None, Status | None]:
+    ) -> tuple[IntArray, Status | None]:
         return plugin.score_nodes(state, pod, self._nodes)
 
-    def weigh(self, i: int, plugin: ScoreCalls, state: CycleState, pod: Pod, raw: Scores) -> None:
-        assert isinstance(raw, np.ndarray)
+    def weigh(self, i: int, plugin: ScoreCalls, state: CycleState, pod: Pod, raw: IntArray) -> None:
         # The scores are the runtime's (NormalizeScore rescales them in place).
         weighted = self._plan.weighted(i, plugin, state, pod, self._nodes, raw)
         self.per_plugin[plugin.name] = weighted
