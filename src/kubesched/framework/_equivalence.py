@@ -40,12 +40,11 @@ from kubesched.framework._filtering import (
     filter_in_order,
 )
 from kubesched.framework._instrumented import FilterCalls, ScoreCalls
-from kubesched.framework._interface import Nodes
+from kubesched.framework._interface import MAX_NODE_SCORE, MIN_NODE_SCORE, Nodes
 from kubesched.framework._node_info import PodInfo
 from kubesched.framework._scoring import (
     ScorePlan,
     check_range,
-    in_range,
     score_in_order,
 )
 from kubesched.framework._snapshot import Snapshot
@@ -408,7 +407,7 @@ class _Changed:
     becomes feasible only by changing, so it is among the changed rows then, and is scored by
     every plugin."""
 
-    __slots__ = ("_both", "_node_rows", "_plan", "_scored", "_snapshot", "renormalize")
+    __slots__ = ("_asked", "_both", "_plan", "_rows", "_scored", "_snapshot", "renormalize")
 
     def __init__(
         self,
@@ -435,21 +434,21 @@ class _Changed:
                 (pod_rows if valid[r] else node_rows).append(r)
             else:
                 valid[r] = False
-        self._node_rows = node_rows
-        self._both = node_rows + pod_rows
+        self._both = both = node_rows + pod_rows
+        if node_rows:
+            self._asked: Iterable[int] = range(len(plan.plugins))
+        else:
+            self._asked = plan.pod_readers if both else ()
+        #: Per plugin, the rows to ask it about.
+        self._rows = [both if reads else node_rows for reads in plan.reads_pods]
 
     def asked(self, n: int) -> Iterable[int]:
-        if self._node_rows:
-            return range(n)
-        return self._plan.pod_readers if self._both else ()
-
-    def _rows(self, i: int) -> list[int]:
-        return self._both if self._plan.reads_pods[i] else self._node_rows
+        return self._asked
 
     def score(
         self, i: int, plugin: ScoreCalls, state: CycleState, pod: Pod
     ) -> tuple[list[int], Status | None]:
-        live = self._rows(i)
+        live = self._rows[i]
         values: list[int] = []
         if self._plan.per_node[i] and len(live) <= PER_NODE_AT_MOST:
             at = self._snapshot.at
@@ -466,7 +465,7 @@ class _Changed:
     def weigh(
         self, i: int, plugin: ScoreCalls, state: CycleState, pod: Pod, values: list[int]
     ) -> None:
-        live = self._rows(i)
+        live = self._rows[i]
         scored = self._scored
         kept = scored.raw[i]
         if self._plan.normalizes[i]:
@@ -477,7 +476,7 @@ class _Changed:
             return
         weighted, weight, total = scored.weighted[i], self._plan.weights[i], scored.total
         for r, v in zip(live, values, strict=True):
-            if not in_range(v):
+            if not MIN_NODE_SCORE <= v <= MAX_NODE_SCORE:
                 check_range(plugin.name, np.array([v], dtype=np.int64))
             kept[r] = v
             w = v * weight

@@ -156,10 +156,6 @@ def check_range(plugin: str, scores: IntArray) -> None:
         )
 
 
-def in_range(score: int) -> bool:
-    return MIN_NODE_SCORE <= score <= MAX_NODE_SCORE
-
-
 def _out_of_range(scores: IntArray) -> bool:
     """Whether some score is outside ``[MIN_NODE_SCORE, MAX_NODE_SCORE]``."""
     if not len(scores):
