@@ -1,7 +1,8 @@
 """The Filter loop (``RunFilterPlugins``): the active Filter plugins in order, each asked about
 the nodes no plugin before it rejected, so that a node's status is that of the first plugin to
-reject it. How the plugins are asked is the loop's form: vectorized over many nodes, one node at
-a time over a few (:attr:`PER_NODE_AT_MOST`)."""
+reject it. How the plugins are asked is the loop's form: vectorized (:class:`Vectorized`), or
+one node at a time (:class:`PerNode`: a plugin's Handle call about one node, the per-shape
+cache's few changed nodes)."""
 
 from __future__ import annotations
 
