@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
 import pytest
@@ -10,21 +9,16 @@ import pytest
 from builders import make_node, make_pod
 from kubesched.api import Pod
 from kubesched.framework import (
-    BindPlugin,
     Code,
     CycleState,
     FilterError,
     FilterPlugin,
-    Framework,
     NodeInfo,
     Nodes,
     NodeStatuses,
-    PodInfo,
-    QueuedPodInfo,
-    QueueSortPlugin,
-    Registry,
     Snapshot,
     Status,
+    node_for,
 )
 from kubesched.framework._filtering import (
     FilterForm,
@@ -39,42 +33,33 @@ from kubesched.framework._instrumented import InstrumentedFilter
 ASKED: list[tuple[str, list[int]]] = []
 
 
-class Sort(QueueSortPlugin):
-    name = "Sort"
-
-    def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
-        return a.timestamp < b.timestamp
+class _Handle:
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
 
 
-class Binder(BindPlugin):
-    name = "Binder"
+class Cordoned(FilterPlugin):
+    """Per-node form only: rejects nodes labelled ``cordoned``."""
 
-    async def bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
-        return None
-
-
-class CpuFit(FilterPlugin):
-    """Per-node form only: rejects nodes with less than 1 free CPU."""
-
-    name = "CpuFit"
+    name = "Cordoned"
 
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
         ASKED.append((self.name, [node.slot]))
-        if node.allocatable.get("cpu", 0) - node.requested.get("cpu", 0) < 1000:
-            return Status(Code.UNSCHEDULABLE, "Insufficient cpu")
+        if "cordoned" in node_for(node).metadata.labels:
+            return Status(Code.UNSCHEDULABLE, "node(s) were cordoned")
         return None
 
 
-class NoGpu(FilterPlugin):
-    """Vectorized form only: rejects nodes labelled gpu=true."""
+class Zoned(FilterPlugin):
+    """Vectorized form only: rejects nodes outside zone ``a``, unresolvably."""
 
-    name = "NoGpu"
+    name = "Zoned"
 
     def filter_nodes(self, state: CycleState, pod: Pod, nodes: Nodes) -> NodeStatuses:
         ASKED.append((self.name, nodes.slots.tolist()))
-        gpu = nodes.table.label_predicate("gpu", lambda v: v == "true")[nodes.slots]
+        elsewhere = nodes.table.label_predicate("zone", lambda v: v != "a")[nodes.slots]
         return NodeStatuses.from_mask(
-            gpu, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "node(s) had a gpu")
+            elsewhere, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "node(s) in another zone")
         )
 
 
@@ -89,33 +74,19 @@ class Says(FilterPlugin):
         return Status(Code[pod.metadata.annotations["says"]], "said so")
 
 
-REGISTRY = Registry({p.name: p for p in (Sort, Binder, CpuFit, NoGpu, Says)})
-
-
 def cluster() -> Snapshot:
     s = Snapshot()
-    s.set_node(make_node("n1", cpu="1"))
-    s.set_node(make_node("n2", cpu="4", labels={"gpu": "true"}))
-    s.set_node(make_node("n3", cpu="4"))
-    s.set_node(make_node("n4", cpu="500m", labels={"gpu": "true"}))
-    s.set_node(make_node("n5", cpu="4"))
-    s.add_pod(PodInfo.of(make_pod("busy", cpu="500m")), "n1")
+    s.set_node(make_node("n1", labels={"zone": "a", "cordoned": ""}))
+    s.set_node(make_node("n2", labels={"zone": "b"}))
+    s.set_node(make_node("n3", labels={"zone": "a"}))
+    s.set_node(make_node("n4", labels={"zone": "b", "cordoned": ""}))
+    s.set_node(make_node("n5", labels={"zone": "a"}))
     return s
 
 
-def filters(snapshot: Snapshot, *names: str) -> list[FilterPlugin]:
-    fw = Framework(
-        profile_name="t",
-        registry=REGISTRY,
-        plugins={
-            "queueSort": [("Sort", 1)],
-            "bind": [("Binder", 1)],
-            "filter": [(n, 1) for n in names],
-        },
-        snapshot=snapshot,
-        rng=random.Random(1),
-    )
-    return fw.filter_plugins
+def filters(snapshot: Snapshot, *plugins: type[FilterPlugin]) -> list[FilterPlugin]:
+    handle = _Handle(snapshot)
+    return [p(handle) for p in plugins]
 
 
 def form_of(kind: str, snapshot: Snapshot, slots: list[int]) -> FilterForm[Any]:
@@ -137,12 +108,12 @@ def verdicts(snapshot: Snapshot, rejected: list[tuple[Any, Status]]) -> dict[str
 def test_the_first_plugin_to_reject_a_node_decides(kind: str) -> None:
     s = cluster()
     form = form_of(kind, s, [0, 1, 2, 3, 4])
-    rejected = filter_in_order(CycleState(), make_pod("p"), filters(s, "CpuFit", "NoGpu"), form)
+    rejected = filter_in_order(CycleState(), make_pod("p"), filters(s, Cordoned, Zoned), form)
     got = verdicts(s, rejected)
     assert {n: (st.plugin, st.reasons) for n, st in got.items()} == {
-        "n1": ("CpuFit", ("Insufficient cpu",)),
-        "n4": ("CpuFit", ("Insufficient cpu",)),
-        "n2": ("NoGpu", ("node(s) had a gpu",)),
+        "n1": ("Cordoned", ("node(s) were cordoned",)),
+        "n4": ("Cordoned", ("node(s) were cordoned",)),
+        "n2": ("Zoned", ("node(s) in another zone",)),
     }
     assert got["n2"].code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
     assert len(form.remaining) == 2
@@ -153,20 +124,20 @@ def test_a_plugin_is_asked_only_about_the_nodes_left(kind: str) -> None:
     s = cluster()
     ASKED.clear()
     filter_in_order(
-        CycleState(), make_pod("p"), filters(s, "CpuFit", "NoGpu"), form_of(kind, s, [0, 1, 3])
+        CycleState(), make_pod("p"), filters(s, Cordoned, Zoned), form_of(kind, s, [0, 1, 3])
     )
     asked = {name: sorted(s for n, slots in ASKED if n == name for s in slots) for name, _ in ASKED}
-    # n1 and n4 failed CpuFit: only n2 is left for NoGpu, in either form.
-    assert asked == {"CpuFit": [0, 1, 3], "NoGpu": [1]}
+    # n1 and n4 failed Cordoned: only n2 is left for Zoned, in either form.
+    assert asked == {"Cordoned": [0, 1, 3], "Zoned": [1]}
 
 
 def test_once_no_node_is_left_no_plugin_is_asked() -> None:
     s = cluster()
     ASKED.clear()
     rejected = filter_in_order(
-        CycleState(), make_pod("p"), filters(s, "CpuFit", "NoGpu"), PerNode(s, [0])
+        CycleState(), make_pod("p"), filters(s, Cordoned, Zoned), PerNode(s, [0])
     )
-    assert [name for name, _ in ASKED] == ["CpuFit"]
+    assert [name for name, _ in ASKED] == ["Cordoned"]
     assert len(rejected) == 1
 
 
@@ -176,7 +147,7 @@ def test_a_status_that_is_no_rejection_raises(kind: str, code: str) -> None:
     s = cluster()
     pod = make_pod("p", annotations={"says": code})
     with pytest.raises(FilterError) as e:
-        filter_in_order(CycleState(), pod, filters(s, "Says"), form_of(kind, s, [0, 1, 2]))
+        filter_in_order(CycleState(), pod, filters(s, Says), form_of(kind, s, [0, 1, 2]))
     assert e.value.plugin == "Says"
     assert e.value.status.code == Code[code]
     assert e.value.status.plugin == "Says"
@@ -186,7 +157,7 @@ def test_a_status_that_is_no_rejection_raises(kind: str, code: str) -> None:
 def test_rejections_of_every_kind_are_kept(code: str) -> None:
     s = cluster()
     pod = make_pod("p", annotations={"says": code})
-    rejected = filter_in_order(CycleState(), pod, filters(s, "Says"), PerNode(s, [0, 2]))
+    rejected = filter_in_order(CycleState(), pod, filters(s, Says), PerNode(s, [0, 2]))
     assert [(slot, st.code) for slot, st in rejected] == [(2, Code[code])]
 
 
@@ -203,14 +174,15 @@ class Recorded:
 
 def test_a_plan_hands_out_timed_plugins_only_in_cycles_that_record_them() -> None:
     s = cluster()
-    plugins = filters(s, "CpuFit", "NoGpu")
+    plugins = filters(s, Cordoned, Zoned)
     state = CycleState()
     assert FilterPlan(plugins, None).calls(state) == plugins
     plan = FilterPlan(plugins, Recorded())
     timed = plan.calls(state)
     assert all(isinstance(p, InstrumentedFilter) for p in timed)
-    assert [p.name for p in timed] == ["CpuFit", "NoGpu"]
+    assert [p.name for p in timed] == ["Cordoned", "Zoned"]
     assert plan.calls(state) is timed
-    assert [p.name for p in plan.calls(state, pods_only=True)] == ["CpuFit", "NoGpu"]
+    # Neither says it reads the Node alone.
+    assert [p.name for p in plan.calls(state, pods_only=True)] == ["Cordoned", "Zoned"]
     state.record_plugin_metrics = False
     assert plan.calls(state) == plugins

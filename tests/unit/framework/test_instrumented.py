@@ -61,6 +61,10 @@ class Odd(FilterPlugin, ScorePlugin):
         return None
 
 
+POD = make_pod("p")
+STATE = CycleState()
+
+
 @pytest.fixture
 def snapshot() -> Snapshot:
     s = Snapshot()
@@ -70,30 +74,25 @@ def snapshot() -> Snapshot:
 
 
 def test_every_filter_call_is_timed_and_its_answer_passed_through(snapshot: Snapshot) -> None:
-    plugin = Odd(_Handle(snapshot))
-    metrics = Recorded()
+    plugin, metrics = Odd(_Handle(snapshot)), Recorded()
     timed = InstrumentedFilter(plugin, metrics)
-    pod, state = make_pod("p"), CycleState()
     nodes = Nodes(snapshot, snapshot.present_slots())
-    verdict = timed.filter_nodes(state, pod, nodes)
-    assert verdict.ids.tolist() == plugin.filter_nodes(state, pod, nodes).ids.tolist()
-    assert timed.filter_one(state, pod, snapshot.at(1)) == Status(Code.UNSCHEDULABLE, "odd")
-    assert timed.filter_one(state, pod, snapshot.at(2)) is None
+    verdict = timed.filter_nodes(STATE, POD, nodes)
+    assert verdict.ids.tolist() == plugin.filter_nodes(STATE, POD, nodes).ids.tolist()
+    assert timed.filter_one(STATE, POD, snapshot.at(1)) == Status(Code.UNSCHEDULABLE, "odd")
+    assert timed.filter_one(STATE, POD, snapshot.at(2)) is None
     assert timed.name == "Odd"
     assert metrics.plugins == [("Odd", "Filter", Code.SUCCESS)] * 3
 
 
 def test_score_calls_are_timed_and_normalize_score_is_not(snapshot: Snapshot) -> None:
-    plugin = Odd(_Handle(snapshot))
     metrics = Recorded()
-    timed = InstrumentedScore(plugin, metrics)
-    pod, state = make_pod("p"), CycleState()
+    timed = InstrumentedScore(Odd(_Handle(snapshot)), metrics)
     nodes = Nodes(snapshot, snapshot.present_slots())
-    scores, status = timed.score_nodes(state, pod, nodes)
-    assert status is None
-    assert scores.tolist() == [0, 1, 2, 3]
-    assert timed.score(state, pod, snapshot.at(3)) == (3, None)
-    assert timed.normalize_score(state, pod, nodes, scores) is None
+    scores, status = timed.score_nodes(STATE, POD, nodes)
+    assert (scores.tolist(), status) == ([0, 1, 2, 3], None)
+    assert timed.score(STATE, POD, snapshot.at(3)) == (3, None)
+    assert timed.normalize_score(STATE, POD, nodes, scores) is None
     assert scores.tolist() == [0, 2, 4, 6]
     assert metrics.plugins == [("Odd", "Score", Code.SUCCESS)] * 2
 

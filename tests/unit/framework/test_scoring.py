@@ -26,10 +26,10 @@ class _Handle:
         self.snapshot = snapshot
 
 
-class BySlot(ScorePlugin):
-    """Per-node form: the node's slot times ten; normalized so that the top is 100."""
+class Reversed(ScorePlugin):
+    """Per-node form: the node's slot times ten; NormalizeScore turns it round (100 - it)."""
 
-    name = "BySlot"
+    name = "Reversed"
 
     def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status | None]:
         return node.slot * 10, None
@@ -37,18 +37,19 @@ class BySlot(ScorePlugin):
     def normalize_score(
         self, state: CycleState, pod: Pod, nodes: Nodes, scores: IntArray
     ) -> Status | None:
-        top = int(scores.max()) or 1
-        scores[:] = scores * 100 // top
+        np.subtract(100, scores, out=scores)
         return None
 
 
-class Flat(ScorePlugin):
-    name = "Flat"
+class Slots(ScorePlugin):
+    """Vectorized form: five times the node's slot."""
+
+    name = "Slots"
 
     def score_nodes(
         self, state: CycleState, pod: Pod, nodes: Nodes
     ) -> tuple[IntArray, Status | None]:
-        return np.full(len(nodes), 40, dtype=np.int64), None
+        return nodes.slots * 5, None
 
 
 class Fails(ScorePlugin):
@@ -79,13 +80,13 @@ def setup(*plugins: type[ScorePlugin], weights: list[int]) -> tuple[ScorePlan, N
 
 
 def test_scores_are_normalized_weighted_and_summed() -> None:
-    plan, nodes = setup(BySlot, Flat, weights=[2, 3])
+    plan, nodes = setup(Reversed, Slots, weights=[2, 3])
     form = Fresh(plan, nodes)
     state = CycleState()
     score_in_order(state, make_pod("p"), plan.calls(state), form)
-    assert form.per_plugin["BySlot"].tolist() == [0, 66, 132, 200]
-    assert form.per_plugin["Flat"].tolist() == [120] * 4
-    assert form.total.tolist() == [120, 186, 252, 320]
+    assert form.per_plugin["Reversed"].tolist() == [200, 180, 160, 140]
+    assert form.per_plugin["Slots"].tolist() == [0, 15, 30, 45]
+    assert form.total.tolist() == [200, 195, 190, 185]
 
 
 def test_no_plugins_sum_to_zero() -> None:
@@ -108,7 +109,7 @@ def test_no_plugins_sum_to_zero() -> None:
     ],
 )
 def test_an_error_at_any_step_names_the_plugin(fails: str, message: str) -> None:
-    plan, nodes = setup(Flat, Fails, weights=[1, 1])
+    plan, nodes = setup(Slots, Fails, weights=[1, 1])
     state = CycleState()
     with pytest.raises(ScoreError) as e:
         score_in_order(
