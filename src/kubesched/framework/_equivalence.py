@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import random
 from bisect import bisect_left
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable
 
 import msgspec
 import numpy as np
@@ -39,7 +39,7 @@ from kubesched.framework._filtering import (
     Vectorized,
     filter_in_order,
 )
-from kubesched.framework._instrumented import FilterCalls, ScoreCalls
+from kubesched.framework._instrumented import ScoreCalls
 from kubesched.framework._interface import MAX_NODE_SCORE, MIN_NODE_SCORE, Nodes
 from kubesched.framework._node_info import PodInfo
 from kubesched.framework._scoring import (
@@ -196,7 +196,8 @@ class EquivalenceCache:
             if entry is None or rows is None:
                 entry = Filtered(table.capacity, table.version, table.layout)
                 form = Vectorized(self._snapshot, table.present_slots())
-                self._judge(state, pod, entry, plan.calls(state), form)
+                for slots, status in filter_in_order(state, pod, plan.calls(state), form):
+                    entry.ids[slots] = entry.intern(status)
             elif rows[0] or rows[1]:
                 self._refilter(state, pod, entry, plan, rows)
                 entry.version = table.version
@@ -250,9 +251,7 @@ class EquivalenceCache:
         for group, pods_only in ((every, False), (some, True)):
             if not group:
                 continue
-            before = [ids.item(r) for r in group]
-            for r in group:
-                ids[r] = 0
+            verdicts: dict[int, int] = {}
             live = [r for r in group if present[r]]
             if live:
                 # A few one node at a time (cheaper than numpy's calls), more vectorized.
@@ -261,25 +260,16 @@ class EquivalenceCache:
                     if len(live) <= PER_NODE_AT_MOST
                     else Vectorized(self._snapshot, np.array(live, dtype=np.int64))
                 )
-                self._judge(state, pod, entry, plan.calls(state, pods_only=pods_only), form)
-            for r, b in zip(group, before, strict=True):
-                if ids.item(r) != b:
+                plugins = plan.calls(state, pods_only=pods_only)
+                for nodes, status in filter_in_order(state, pod, plugins, form):
+                    sid = entry.intern(status)
+                    for r in nodes.tolist() if isinstance(nodes, np.ndarray) else (nodes,):
+                        verdicts[r] = sid
+            for r in group:
+                sid = verdicts.get(r, 0)
+                if ids.item(r) != sid:
+                    ids[r] = sid
                     entry.present = None
-                    break
-
-    def _judge(
-        self,
-        state: CycleState,
-        pod: Pod,
-        entry: Filtered,
-        plugins: Sequence[FilterCalls],
-        form: FilterForm[int | IntArray],
-    ) -> None:
-        """The verdicts of ``plugins`` on the form's nodes (present, passing so far) into the
-        entry."""
-        rejected: list[tuple[int | IntArray, Status]] = filter_in_order(state, pod, plugins, form)
-        for nodes, status in rejected:
-            entry.ids[nodes] = entry.intern(status)
 
     def _derive(self, entry: Filtered, present: IntArray) -> None:
         """Feasible slots and the failure groups, from the verdicts."""
@@ -407,7 +397,7 @@ class _Changed:
     becomes feasible only by changing, so it is among the changed rows then, and is scored by
     every plugin."""
 
-    __slots__ = ("_asked", "_both", "_plan", "_rows", "_scored", "_snapshot", "renormalize")
+    __slots__ = ("_both", "_node_rows", "_plan", "_scored", "_snapshot", "renormalize")
 
     def __init__(
         self,
@@ -434,21 +424,18 @@ class _Changed:
                 (pod_rows if valid[r] else node_rows).append(r)
             else:
                 valid[r] = False
-        self._both = both = node_rows + pod_rows
-        if node_rows:
-            self._asked: Iterable[int] = range(len(plan.plugins))
-        else:
-            self._asked = plan.pod_readers if both else ()
-        #: Per plugin, the rows to ask it about.
-        self._rows = [both if reads else node_rows for reads in plan.reads_pods]
+        self._node_rows = node_rows
+        self._both = node_rows + pod_rows
 
     def asked(self, n: int) -> Iterable[int]:
-        return self._asked
+        if self._node_rows:
+            return range(n)
+        return self._plan.pod_readers if self._both else ()
 
     def score(
         self, i: int, plugin: ScoreCalls, state: CycleState, pod: Pod
     ) -> tuple[list[int], Status | None]:
-        live = self._rows[i]
+        live = self._both if self._plan.reads_pods[i] else self._node_rows
         values: list[int] = []
         if self._plan.per_node[i] and len(live) <= PER_NODE_AT_MOST:
             at = self._snapshot.at
@@ -465,7 +452,7 @@ class _Changed:
     def weigh(
         self, i: int, plugin: ScoreCalls, state: CycleState, pod: Pod, values: list[int]
     ) -> None:
-        live = self._rows[i]
+        live = self._both if self._plan.reads_pods[i] else self._node_rows
         scored = self._scored
         kept = scored.raw[i]
         if self._plan.normalizes[i]:
