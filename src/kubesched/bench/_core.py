@@ -25,6 +25,7 @@ from typing import Any
 import msgspec
 
 from kubesched.api import Node, Pod
+from kubesched.bench._errors import BenchError
 from kubesched.bench._placement import check_placement
 from kubesched.bench._plugin_sets import plugin_set_config
 from kubesched.bench._proc import own_peak_rss_bytes, reset_peak_rss, sample
@@ -47,7 +48,7 @@ NAMESPACE = "bench"
 _POLL = 0.05
 
 
-class BindConflictError(Exception):
+class BindConflictError(BenchError):
     """A binding the API server would refuse (unknown pod, other UID, already bound)."""
 
 

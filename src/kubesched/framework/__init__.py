@@ -5,11 +5,13 @@ Names follow kube-scheduler's ``pkg/scheduler/framework``: a reader who knows ``
 """
 
 from kubesched.framework._cycle_state import CycleState
-from kubesched.framework._diagnosis import (
-    Diagnosis,
+from kubesched.framework._diagnosis import Diagnosis, FitError, NodeGroup
+from kubesched.framework._errors import (
     FilterError,
-    FitError,
-    NodeGroup,
+    FrameworkError,
+    NoNodesAvailableError,
+    PluginError,
+    ProfileError,
     ScoreError,
 )
 from kubesched.framework._interface import (
@@ -64,14 +66,9 @@ from kubesched.framework._node_info import HostPort, NodeInfo, PodInfo, host_por
 from kubesched.framework._pods import AffinityClass, PodGroup, PodTable
 from kubesched.framework._profile import build_frameworks, plugin_args_types
 from kubesched.framework._registry import ENTRY_POINT_GROUP, Registry, RegistryError
-from kubesched.framework._runtime import (
-    Framework,
-    FrameworkError,
-    NoNodesAvailableError,
-    ScheduleResult,
-)
+from kubesched.framework._runtime import Framework, ScheduleResult
 from kubesched.framework._snapshot import WORKLOAD_KINDS, NodeTrial, Snapshot
-from kubesched.framework._status import Code, Status, is_success
+from kubesched.framework._status import SKIP, Code, Status, is_success
 from kubesched.framework._store import ObjectStore, StoredObject
 from kubesched.framework._table import (
     BoolArray,
@@ -87,6 +84,7 @@ __all__ = [
     "EXTENSION_POINTS",
     "MAX_NODE_SCORE",
     "MIN_NODE_SCORE",
+    "SKIP",
     "WORKLOAD_KINDS",
     "APIClient",
     "ActionType",
@@ -123,6 +121,7 @@ __all__ = [
     "ObjectStore",
     "PermitPlugin",
     "Plugin",
+    "PluginError",
     "PodActivator",
     "PodEvictor",
     "PodGroup",
@@ -136,6 +135,7 @@ __all__ = [
     "PreFilterPlugin",
     "PreFilterResult",
     "PreScorePlugin",
+    "ProfileError",
     "QueueSortPlugin",
     "QueuedPodInfo",
     "QueueingHint",

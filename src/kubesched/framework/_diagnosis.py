@@ -1,5 +1,5 @@
-"""Why a pod fits nowhere, and the errors that end a scheduling attempt (kube-scheduler's
-``Diagnosis``, ``FitError`` and ``NodeToStatus`` in ``framework/types.go``)."""
+"""Why a pod fits nowhere (kube-scheduler's ``Diagnosis``, ``FitError`` and ``NodeToStatus`` in
+``framework/types.go``)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from kubesched.api import Pod
+from kubesched.framework._errors import FrameworkError
 from kubesched.framework._status import Code, Status
 from kubesched.framework._table import IdArray, IntArray
 
@@ -67,7 +68,7 @@ class Diagnosis:
         return sum(len(g.slots) for g in self.groups)
 
 
-class FitError(Exception):
+class FitError(FrameworkError):
     """The pod fits on no node; ``str()`` is kube-scheduler's FailedScheduling message."""
 
     def __init__(self, pod: Pod, diagnosis: Diagnosis) -> None:
@@ -95,16 +96,3 @@ class FitError(Exception):
             # none.
             msg += f" {d.post_filter_msg}"
         return msg
-
-
-class FilterError(Exception):
-    """A Filter (or PreFilter) plugin returned Error: the attempt fails and the pod backs off."""
-
-    def __init__(self, plugin: str, status: Status) -> None:
-        super().__init__(status.message)
-        self.plugin = plugin
-        self.status = status
-
-
-class ScoreError(FilterError):
-    """A PreScore, Score or NormalizeScore plugin returned Error."""

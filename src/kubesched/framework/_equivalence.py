@@ -30,7 +30,8 @@ import numpy as np
 
 from kubesched.api import Pod
 from kubesched.framework._cycle_state import CycleState
-from kubesched.framework._diagnosis import FilterError, NodeGroup, ScoreError, groups_of
+from kubesched.framework._diagnosis import NodeGroup, groups_of
+from kubesched.framework._errors import FilterError, ScoreError
 from kubesched.framework._filtering import (
     PER_NODE_AT_MOST,
     FilterForm,

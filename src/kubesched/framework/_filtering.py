@@ -13,7 +13,7 @@ import numpy as np
 
 from kubesched.api import Pod
 from kubesched.framework._cycle_state import CycleState
-from kubesched.framework._diagnosis import FilterError
+from kubesched.framework._errors import FilterError
 from kubesched.framework._instrumented import FilterCalls, InstrumentedFilter
 from kubesched.framework._interface import FilterPlugin, Nodes, Plugin
 from kubesched.framework._metrics import Metrics

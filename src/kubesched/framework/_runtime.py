@@ -21,14 +21,14 @@ import numpy as np
 from kubesched.api import Pod
 from kubesched.config import format_duration
 from kubesched.framework._cycle_state import CycleState
-from kubesched.framework._diagnosis import (
-    Diagnosis,
+from kubesched.framework._diagnosis import Diagnosis, FitError, NodeGroup
+from kubesched.framework._equivalence import EquivalenceCache, Filtered
+from kubesched.framework._errors import (
     FilterError,
-    FitError,
-    NodeGroup,
+    NoNodesAvailableError,
+    ProfileError,
     ScoreError,
 )
-from kubesched.framework._equivalence import EquivalenceCache, Filtered
 from kubesched.framework._filtering import FilterPlan, PerNode, Vectorized, filter_in_order
 from kubesched.framework._interface import (
     APIClient,
@@ -71,17 +71,6 @@ P = TypeVar("P", bound=Plugin)
 T = TypeVar("T")
 
 log = logging.getLogger(__name__)
-
-
-class FrameworkError(Exception):
-    """A profile that cannot be built: unknown plugin, plugin at a point it does not implement."""
-
-
-class NoNodesAvailableError(Exception):
-    """``ErrNoNodesAvailable``: the cluster has no nodes at all."""
-
-    def __init__(self) -> None:
-        super().__init__("no nodes available to schedule pods")
 
 
 @dataclass(slots=True)
@@ -201,21 +190,21 @@ class Framework:
             for name, weight in enabled:
                 cls = registry.get(name)
                 if cls is None:
-                    raise FrameworkError(f"{point}: plugin {name!r} does not exist")
+                    raise ProfileError(f"{point}: plugin {name!r} does not exist")
                 if point not in extension_points_of(cls):
-                    raise FrameworkError(f"plugin {name!r} does not extend {point} plugin")
+                    raise ProfileError(f"plugin {name!r} does not extend {point} plugin")
                 plugin = self._instances.get(name)
                 if plugin is None:
                     plugin = self._instances[name] = cls(self, args.get(name))
                 if any(e.plugin is plugin for e in points.get(point, [])):
-                    raise FrameworkError(f"plugin {name!r} already registered as {point!r}")
+                    raise ProfileError(f"plugin {name!r} already registered as {point!r}")
                 points.setdefault(point, []).append(_Enabled(plugin, weight or 1))
         self._points = points
         if len(points.get("queueSort", [])) != 1:
             found = len(points.get("queueSort", []))
-            raise FrameworkError(f"only one queue sort plugin can be enabled, found {found}")
+            raise ProfileError(f"only one queue sort plugin can be enabled, found {found}")
         if not points.get("bind"):
-            raise FrameworkError("at least one bind plugin is needed")
+            raise ProfileError("at least one bind plugin is needed")
         self.pre_enqueue_plugins = self._of(PreEnqueuePlugin, "preEnqueue")
         self.queue_sort = self._of(QueueSortPlugin, "queueSort")[0]
         self.pre_filter_plugins = self._of(PreFilterPlugin, "preFilter")
@@ -408,7 +397,7 @@ class Framework:
                 state.skip_filter_plugins.add(p.name)
                 continue
             if s is not None and s.code != Code.SUCCESS:
-                s.with_plugin(p.name)
+                s = s.with_plugin(p.name)
                 if s.code == Code.UNSCHEDULABLE:
                     status = s
                     continue

@@ -13,7 +13,7 @@ import numpy as np
 
 from kubesched.api import Pod
 from kubesched.framework._cycle_state import CycleState
-from kubesched.framework._diagnosis import ScoreError
+from kubesched.framework._errors import ScoreError
 from kubesched.framework._filtering import has_epoch
 from kubesched.framework._instrumented import InstrumentedScore, ScoreCalls
 from kubesched.framework._interface import (

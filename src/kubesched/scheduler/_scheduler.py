@@ -24,11 +24,11 @@ from kubesched.framework import (
     Code,
     CycleState,
     Diagnosis,
-    FilterError,
     FitError,
     Framework,
     NodeGroup,
     NoNodesAvailableError,
+    PluginError,
     PodInfo,
     QueuedPodInfo,
     ScheduleResult,
@@ -272,7 +272,7 @@ class Scheduler:
             return self._fail(fwk, qpi, REASON_UNSCHEDULABLE, str(fit), start, nominated)
         except NoNodesAvailableError as e:
             return self._fail(fwk, qpi, REASON_UNSCHEDULABLE, str(e), start)
-        except FilterError as e:
+        except PluginError as e:
             return self._fail(fwk, qpi, REASON_SCHEDULER_ERROR, str(e), start)
         except Exception as e:  # a plugin bug must not stop the loop or lose the pod
             log.exception("scheduling %s failed", pod.key)

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import time
 from collections.abc import Awaitable, Mapping
 from typing import Any, Generic, TypeVar
 
@@ -28,6 +29,7 @@ from kubesched.api import (
     Pod,
     PodCondition,
     PodDisruptionBudget,
+    ResourceClaim,
     StorageClass,
 )
 from kubesched.config import KubeSchedulerConfiguration
@@ -50,9 +52,11 @@ from kubesched.kube import (
     Reflector,
     ResourceEventHandler,
     api_path,
+    patch_custom_object_status,
     update_pod_condition,
 )
 from kubesched.scheduler._assembly import new_scheduler
+from kubesched.scheduler._debug import DEBUG_QUEUE_PATH, queue_json
 from kubesched.scheduler._health import HealthServer
 from kubesched.scheduler._metrics import SchedulerMetrics
 from kubesched.scheduler._queue import (
@@ -102,6 +106,33 @@ class _Binder(PluginAPIClient):
             path, patch, type=PersistentVolumeClaim
         )
         return pvc
+
+    # Coscheduling keeps PodGroup status where kubesched binds (not behind kube-scheduler as an
+    # extender, which has no Permit).
+
+    async def patch_custom_object_status(
+        self,
+        group_version: str,
+        plural: str,
+        name: str,
+        status: Mapping[str, Any],
+        *,
+        namespace: str,
+    ) -> bool:
+        return await patch_custom_object_status(
+            self._client, group_version, plural, name, status, namespace=namespace
+        )
+
+    # ResourceClaimAPIClient: DynamicResources' writes.
+
+    async def patch_resource_claim(
+        self, namespace: str, name: str, patch: Mapping[str, Any], *, status: bool = False
+    ) -> ResourceClaim:
+        path = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}"
+        if status:
+            path += "/status"
+        claim: ResourceClaim = await self._client.patch(path, patch, type=ResourceClaim)
+        return claim
 
 
 class _Writer:
@@ -301,6 +332,7 @@ class SchedulerService:
         health_host: str = "127.0.0.1",
         health_port: int = 10259,
         identity: str | None = None,
+        debug_queue: bool = False,
         pod_max_in_unschedulable_pods_duration: float = (
             DEFAULT_POD_MAX_IN_UNSCHEDULABLE_PODS_DURATION
         ),
@@ -356,6 +388,7 @@ class SchedulerService:
                 k.path,
                 k.type,
                 _StorageHandler(snapshot, self.scheduler, k.resource),
+                label_selector=k.label_selector,
                 tolerate_missing=True,
             )
             for k in watched_kinds(p for f in self.frameworks.values() for p in f.plugins())
@@ -382,9 +415,13 @@ class SchedulerService:
             port=health_port,
             ready_checks={"sched-handler-sync": self._synced},
             live_checks={"leaderElection": self._leader_ok},
+            debug={DEBUG_QUEUE_PATH: self._queue_json} if debug_queue else None,
         )
         self._stop = asyncio.Event()
         self.lost_leadership = False
+
+    def _queue_json(self) -> bytes:
+        return queue_json(self.queue, time.monotonic())  # the queue's own clock
 
     def _lookup(self, namespace: str, name: str) -> Pod | None:
         return self.pods.store.get_by_name(namespace, name)
@@ -473,6 +510,7 @@ async def serve(
     health_host: str = "127.0.0.1",
     health_port: int = 10259,
     identity: str | None = None,
+    debug_queue: bool = False,
     pod_max_in_unschedulable_pods_duration: float = DEFAULT_POD_MAX_IN_UNSCHEDULABLE_PODS_DURATION,
 ) -> int:
     """Run ``kubesched run`` until SIGINT/SIGTERM; the exit code."""
@@ -488,6 +526,7 @@ async def serve(
             health_host=health_host,
             health_port=health_port,
             identity=identity,
+            debug_queue=debug_queue,
             pod_max_in_unschedulable_pods_duration=pod_max_in_unschedulable_pods_duration,
         )
         loop = asyncio.get_running_loop()
