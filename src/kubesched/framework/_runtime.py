@@ -442,8 +442,9 @@ class Framework:
                 state, pod, self._filter_plans.of(state.skip_filter_plugins).calls(state), form
             )
         except FilterError as e:
-            self._observe("Filter", start, e.status)
-            raise
+            status = _filter_error(e)
+            self._observe("Filter", start, status)
+            raise FilterError(e.plugin, status) from e
         for failed, status in rejected:
             diagnosis.add(NodeGroup(failed, status))
         self._observe("Filter", start, None)
@@ -515,12 +516,7 @@ class Framework:
         try:
             rejected = filter_in_order(state, pod, plugins, PerNode(self._snapshot, [node.slot]))
         except FilterError as e:
-            return Status(
-                Code.ERROR,
-                f"running {_go_quote(e.plugin)} filter plugin: {e.status.message}",
-                plugin=e.plugin,
-                error=e.status.error,
-            )
+            return _filter_error(e)
         return rejected[0][1] if rejected else None
 
     def run_filter_plugins_with_nominated_pods(
@@ -902,3 +898,13 @@ def _go_list(items: Sequence[str]) -> str:
 def _go_quote(s: str) -> str:
     """Go's ``%q`` for plain names."""
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _filter_error(e: FilterError) -> Status:
+    """A Filter plugin's Error as ``RunFilterPlugins`` reports it, on either form of the loop."""
+    return Status(
+        Code.ERROR,
+        f"running {_go_quote(e.plugin)} filter plugin: {e.status.message}",
+        plugin=e.plugin,
+        error=e.status.error,
+    )
