@@ -1,8 +1,10 @@
-"""APIClient against the real kube-apiserver: auth from the kubeconfig, HTTP/2, error classes."""
+"""APIClient against the real kube-apiserver: auth from the kubeconfig, connections, errors."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import sys
 import time
 from pathlib import Path
 
@@ -29,10 +31,8 @@ from kubesched.kube import (
 pytestmark = pytest.mark.e2e
 
 
-async def test_typed_crud_over_http2(kubeconfig: Path, namespace: str) -> None:
+async def test_typed_crud(kubeconfig: Path, namespace: str) -> None:
     async with APIClient.from_kubeconfig(kubeconfig) as client:
-        response = await client.http.get("/version")
-        assert response.http_version == "HTTP/2"
         created = await client.post(
             api_path("pods", namespace=namespace), pod_manifest("a", namespace), type=Pod
         )
@@ -55,10 +55,9 @@ async def test_typed_crud_over_http2(kubeconfig: Path, namespace: str) -> None:
         )
 
 
-async def test_requests_and_watches_use_the_lean_pool(kubeconfig: Path, namespace: str) -> None:
+async def test_requests_and_watches_share_one_transport(kubeconfig: Path, namespace: str) -> None:
     async with APIClient.from_kubeconfig(kubeconfig) as client:
-        pool = client.pool
-        assert pool is not None
+        pool = client.transport
         await client.get("/version")
         await client.get("/version")
         assert pool.connections_opened == 1  # kept alive
@@ -72,9 +71,6 @@ async def test_requests_and_watches_use_the_lean_pool(kubeconfig: Path, namespac
         assert b'"ADDED"' in first
         assert created.metadata.uid.encode() in first
         assert pool.connections_opened == 2  # the watch had its own
-    async with APIClient.from_kubeconfig(kubeconfig, lean=False) as client:
-        assert client.pool is None
-        await client.get("/version")
 
 
 async def test_error_classes(kubeconfig: Path, namespace: str) -> None:
@@ -181,3 +177,76 @@ async def test_qps_and_burst(kubeconfig: Path) -> None:
         elapsed = time.monotonic() - start
     # Two at once, then ten at 20 per second.
     assert elapsed >= 0.45
+
+
+async def test_every_warning_header_is_kept(kubeconfig: Path, namespace: str) -> None:
+    # Each deprecated node selector label earns a Warning header field of its own.
+    manifest = pod_manifest(
+        "warned",
+        namespace,
+        nodeSelector={"beta.kubernetes.io/arch": "amd64", "beta.kubernetes.io/os": "linux"},
+    )
+    async with APIClient.from_kubeconfig(kubeconfig) as client:
+        response = await client.transport.request(
+            "POST", api_path("pods", namespace=namespace), body=json.dumps(manifest).encode()
+        )
+    assert response.status == 201
+    warnings = response.headers.get_all("warning")
+    assert len(warnings) == 2, warnings
+    assert all("deprecated" in w for w in warnings)
+
+
+EXEC_PLUGIN = """
+import json, pathlib, sys
+runs = pathlib.Path(sys.argv[1])
+first = not runs.exists()
+runs.write_text("ran")
+token = "not-a-token" if first else pathlib.Path(sys.argv[2]).read_text()
+print(json.dumps({
+    "apiVersion": "client.authentication.k8s.io/v1beta1",
+    "kind": "ExecCredential",
+    "status": {"token": token},
+}))
+"""
+
+
+async def test_exec_plugin_token_is_used_and_renewed_on_401(
+    kubeconfig: Path, namespace: str, tmp_path: Path
+) -> None:
+    sa = "exec-user"
+    async with APIClient.from_kubeconfig(kubeconfig) as admin:
+        await admin.post(
+            api_path("serviceaccounts", namespace=namespace), {"metadata": {"name": sa}}
+        )
+        issued = await admin.post(
+            api_path("serviceaccounts", namespace=namespace, name=sa, subresource="token"),
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
+        )
+    exec_config = _exec_kubeconfig(kubeconfig, tmp_path, json.loads(issued)["status"]["token"])
+    async with APIClient.from_kubeconfig(exec_config) as client:
+        # The first token is refused; the plugin runs again and its token is used.
+        review = json.loads(
+            await client.post(
+                "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
+            )
+        )
+    assert review["status"]["userInfo"]["username"] == f"system:serviceaccount:{namespace}:{sa}"
+
+
+def _exec_kubeconfig(kubeconfig: Path, tmp_path: Path, token: str) -> Path:
+    """``kubeconfig`` with its user's credentials from an exec plugin that prints a bad token
+    the first time and ``token`` after."""
+    (tmp_path / "token").write_text(token)
+    (tmp_path / "plugin.py").write_text(EXEC_PLUGIN)
+    config = yaml.safe_load(kubeconfig.read_text())
+    plugin = {
+        "apiVersion": "client.authentication.k8s.io/v1beta1",
+        "command": sys.executable,
+        "args": [str(tmp_path / "plugin.py"), str(tmp_path / "runs"), str(tmp_path / "token")],
+    }
+    user = config["contexts"][0]["context"]["user"]
+    config["users"] = [{"name": user, "user": {"exec": plugin}}]
+    path = tmp_path / "config"
+    path.write_text(yaml.safe_dump(config))
+    return path
