@@ -105,6 +105,7 @@ class _Connection(asyncio.Protocol):
         # A streamed body: its chunks, and the reader waiting for the next one.
         self._chunks: deque[bytes | BaseException | None] = deque()
         self._buffered = 0
+        self._reading_paused = False
         self._wakeup: asyncio.Future[None] | None = None
 
     # --- asyncio.Protocol --------------------------------------------------------------------
@@ -171,7 +172,8 @@ class _Connection(asyncio.Protocol):
             return
         self._push(body)
         self._buffered += len(body)
-        if self._buffered > _STREAM_BUFFER and self.transport is not None:
+        if self._buffered > _STREAM_BUFFER and not self._reading_paused and self.transport:
+            self._reading_paused = True
             self.transport.pause_reading()
 
     def on_message_complete(self) -> None:
@@ -211,20 +213,29 @@ class _Connection(asyncio.Protocol):
         return status, Headers(self._fields)
 
     async def next_chunk(self) -> bytes | None:
-        """The next piece of a streamed body; ``None`` at its end."""
-        while not self._chunks:
+        """The body's bytes that arrived since the last call (waiting for some if none did);
+        ``None`` at its end."""
+        chunks = self._chunks
+        while not chunks:
             self._wakeup = self._loop.create_future()
             try:
                 await self._wakeup
             finally:
                 self._wakeup = None
-        item = self._chunks.popleft()
+        item = chunks.popleft()
         if isinstance(item, BaseException):
             raise item
-        if item is not None:
-            self._buffered -= len(item)
-            if self._buffered <= _STREAM_BUFFER and self.transport is not None:
-                self.transport.resume_reading()
+        if item is None:
+            return None
+        if chunks and isinstance(chunks[0], bytes):
+            pieces = [item]
+            while chunks and isinstance(chunks[0], bytes):
+                pieces.append(chunks.popleft())  # type: ignore[arg-type]
+            item = b"".join(pieces)
+        self._buffered -= len(item)
+        if self._reading_paused and self._buffered <= _STREAM_BUFFER and self.transport:
+            self._reading_paused = False
+            self.transport.resume_reading()
         return item
 
     def close(self) -> None:

@@ -482,3 +482,24 @@ def test_query_string_as_httpx_encodes_it() -> None:
         query_string({"watch": True, "x": None, "limit": 5, "f": ["a=b", "c d"], "g": False})
         == "watch=true&limit=5&f=a%3Db&f=c+d&g=false"
     )
+
+
+async def test_a_stream_read_slowly_stops_reading_the_socket(
+    serve: Callable[..., Awaitable[Server]],
+) -> None:
+    piece = b"y" * 65535 + b"\n"
+    count = 64  # 4 MiB
+
+    async def answer(seen: Seen) -> bytes | list[bytes]:
+        return [WATCH_HEAD + b"".join(chunk(piece) for _ in range(count)) + b"0\r\n\r\n"]
+
+    server = await serve(answer)
+    pool = pool_for(server)
+    stream = await pool.open_stream("/watch")
+    await asyncio.sleep(0.3)  # nobody reads
+    buffered = stream._conn._buffered
+    got = await stream.read()
+    stream.close()
+    await pool.aclose()
+    assert buffered <= 2 << 20  # held at about a MiB, the rest left to the kernel and the server
+    assert got == piece * count
