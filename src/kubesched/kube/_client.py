@@ -25,7 +25,7 @@ import msgspec
 import kubesched
 from kubesched.kube._credentials import Credentials, run_exec_plugin
 from kubesched.kube._errors import APIConnectionError, error_from_response
-from kubesched.kube._http1 import ConnectionPool, TransportError
+from kubesched.kube._http1 import ConnectionPool, Proxy, TransportError
 from kubesched.kube._ratelimit import TokenBucket
 
 __all__ = [
@@ -525,8 +525,10 @@ def connection_pool(
 
     Credentials are taken in lightkube's order (token file, token, exec plugin, basic auth);
     TLS is the context lightkube builds (CA, ``insecure-skip-tls-verify``, client certificate),
-    offering only HTTP/1.1 over ALPN. Raises ``ValueError`` for what the transport does not
-    speak: an auth provider, a proxy from the environment, a scheme other than HTTP(S).
+    offering only HTTP/1.1 over ALPN. A proxy from the environment (``HTTPS_PROXY``,
+    ``HTTP_PROXY``, ``NO_PROXY``, as client-go reads them) is tunnelled through with CONNECT.
+    Raises ``ValueError`` for what the transport does not speak: an auth provider, a proxy other
+    than ``http://``, a scheme other than HTTP(S).
     """
     from lightkube.config.client_adapter import verify_cluster  # noqa: PLC0415
 
@@ -536,11 +538,7 @@ def connection_pool(
         raise ValueError(f"cluster.server {config.cluster.server!r}: not an http(s) URL")
     if user is None:
         raise ValueError("the context names no user")
-    if _proxied(url):
-        raise ValueError(
-            f"the environment sends {url.hostname} through a proxy, which kubesched does not "
-            "speak: add it to NO_PROXY"
-        )
+    proxy = _proxy_for(url)
     if user.token_file:
         credentials = Credentials(token_file=user.token_file)
     elif user.token:
@@ -568,15 +566,26 @@ def connection_pool(
         credentials=credentials,
         max_connections=max_connections,
         timeout=timeout,
+        proxy=proxy,
     )
 
 
-def _proxied(url: urllib.parse.SplitResult) -> bool:
-    """Whether the environment sends requests to ``url`` through a proxy."""
+def _proxy_for(url: urllib.parse.SplitResult) -> Proxy | None:
+    """The proxy the environment sends requests to ``url`` through, if any."""
     proxies = urllib.request.getproxies()
-    if not (proxies.get(url.scheme) or proxies.get("all")):
-        return False
-    return not urllib.request.proxy_bypass(url.hostname or "")
+    address = proxies.get(url.scheme) or proxies.get("all")
+    if not address or urllib.request.proxy_bypass(url.hostname or ""):
+        return None
+    proxy = urllib.parse.urlsplit(address if "://" in address else f"http://{address}")
+    if proxy.scheme != "http" or not proxy.hostname:
+        raise ValueError(f"proxy {address!r} from the environment: only http:// proxies work")
+    authorization = None
+    if proxy.username is not None:
+        pair = (
+            f"{urllib.parse.unquote(proxy.username)}:{urllib.parse.unquote(proxy.password or '')}"
+        )
+        authorization = f"Basic {base64.b64encode(pair.encode()).decode()}"
+    return Proxy(proxy.hostname, proxy.port or 80, authorization)
 
 
 async def iter_lines(chunks: AsyncIterator[bytes], what: str = "") -> AsyncIterator[bytes]:

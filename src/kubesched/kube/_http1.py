@@ -16,13 +16,13 @@ import ssl
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from typing import Final
+from typing import Final, NamedTuple
 
 import httptools
 
 from kubesched.kube._credentials import Credentials
 
-__all__ = ["BodyStream", "ConnectionPool", "HTTPResponse", "Headers", "TransportError"]
+__all__ = ["BodyStream", "ConnectionPool", "HTTPResponse", "Headers", "Proxy", "TransportError"]
 
 #: A connection idle longer than this is closed instead of reused: well inside the idle
 #: timeout of Go's HTTP servers (kube-apiserver's is 90 s).
@@ -69,6 +69,14 @@ class Headers(Mapping[str, str]):
 
     def __repr__(self) -> str:
         return f"Headers({self._fields!r})"
+
+
+class Proxy(NamedTuple):
+    """An HTTP proxy that connections are tunnelled through (CONNECT)."""
+
+    host: str
+    port: int
+    authorization: str | None = None  # the Proxy-Authorization header
 
 
 class HTTPResponse:
@@ -338,8 +346,10 @@ class ConnectionPool:
         max_connections: int = 100,
         timeout: float | None = 30.0,
         clock: Callable[[], float] = time.monotonic,
+        proxy: Proxy | None = None,
     ) -> None:
         self._host = host
+        self._proxy = proxy
         self._port = port
         self._ssl = ssl_context
         self._server_hostname = server_hostname if ssl_context is not None else None
@@ -351,6 +361,7 @@ class ConnectionPool:
         authority = host if ":" not in host else f"[{host}]"
         default_port = 443 if ssl_context is not None else 80
         self._host_header = authority if port == default_port else f"{authority}:{port}"
+        self._authority = f"{authority}:{port}"
         self._user_agent = user_agent
         self._head_tail = b""
         self._auth_header: str | None = ""  # forces the first _common_headers build
@@ -559,15 +570,47 @@ class ConnectionPool:
 
     async def _connect(self) -> _Connection:
         loop = asyncio.get_running_loop()
-        _, conn = await loop.create_connection(
-            lambda: _Connection(loop),
-            self._host,
-            self._port,
-            ssl=self._ssl,
-            server_hostname=self._server_hostname,
-        )
+        if self._proxy is None:
+            _, conn = await loop.create_connection(
+                lambda: _Connection(loop),
+                self._host,
+                self._port,
+                ssl=self._ssl,
+                server_hostname=self._server_hostname,
+            )
+        else:
+            conn = await self._tunnel(loop, self._proxy)
         self.connections_opened += 1
         return conn
+
+    async def _tunnel(self, loop: asyncio.AbstractEventLoop, proxy: Proxy) -> _Connection:
+        """A connection through ``proxy`` (CONNECT), TLS on top if the server speaks it."""
+        _, tunnel = await loop.create_connection(lambda: _Connection(loop), proxy.host, proxy.port)
+        try:
+            lines = [f"CONNECT {self._authority} HTTP/1.1", f"Host: {self._authority}"]
+            if proxy.authorization:
+                lines.append(f"Proxy-Authorization: {proxy.authorization}")
+            status, _ = await tunnel.open(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+            if status != 200:
+                raise TransportError(
+                    f"proxy {proxy.host}:{proxy.port} answered CONNECT with {status}"
+                )
+            transport = tunnel.transport
+            assert transport is not None
+            conn = _Connection(loop)
+            if self._ssl is None:
+                transport.set_protocol(conn)
+                conn.connection_made(transport)
+                return conn
+            secure = await loop.start_tls(
+                transport, conn, self._ssl, server_hostname=self._server_hostname
+            )
+            assert secure is not None
+            conn.connection_made(secure)
+            return conn
+        except BaseException:
+            tunnel.close()
+            raise
 
     def _next_waiter(self) -> asyncio.Future[_Connection | None] | None:
         while self._waiters:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kube_e2e import pod_manifest
+from kube_e2e import ConnectProxy, pod_manifest
 
 from kubesched.api import ObjectList, Pod
 from kubesched.cluster import ClusterInfo
@@ -250,3 +250,24 @@ def _exec_kubeconfig(kubeconfig: Path, tmp_path: Path, token: str) -> Path:
     path = tmp_path / "config"
     path.write_text(yaml.safe_dump(config))
     return path
+
+
+async def test_requests_and_watches_through_a_proxy(
+    kubeconfig: Path, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("NO_PROXY", "no_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    async with ConnectProxy() as proxy:
+        monkeypatch.setenv("HTTPS_PROXY", f"http://user:p%40ss@127.0.0.1:{proxy.port}")
+        async with APIClient.from_kubeconfig(kubeconfig) as client:
+            await client.get("/version")
+            async with client.stream(
+                api_path("pods", namespace=namespace), params={"watch": True}
+            ) as lines:
+                await client.post(
+                    api_path("pods", namespace=namespace), pod_manifest("p", namespace)
+                )
+                assert b'"ADDED"' in await anext(aiter(lines))
+    port = client.base_url.rsplit(":", 1)[1]
+    assert [line for line, _ in proxy.requests] == [f"CONNECT 127.0.0.1:{port} HTTP/1.1"] * 2
+    assert all(f["proxy-authorization"] == "Basic dXNlcjpwQHNz" for _, f in proxy.requests)

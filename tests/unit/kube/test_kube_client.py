@@ -409,3 +409,21 @@ def test_auth_provider_is_a_clear_error(tmp_path: Path) -> None:
     path.write_text(KUBECONFIG.replace("user: {token: abc}", "user: {auth-provider: {name: gcp}}"))
     with pytest.raises(KubeConfigError, match="auth-provider"):
         APIClient.from_kubeconfig(path)
+
+
+def test_proxy_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kubesched.kube._http1 import Proxy
+
+    for name in ("NO_PROXY", "no_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    path = tmp_path / "config"
+    path.write_text(KUBECONFIG)
+    monkeypatch.setenv("HTTPS_PROXY", "http://u:p%40ss@proxy.example:3128")
+    pool = APIClient.from_kubeconfig(path).transport
+    assert pool._proxy == Proxy("proxy.example", 3128, "Basic dTpwQHNz")
+    monkeypatch.setenv("NO_PROXY", "10.0.0.1")
+    assert APIClient.from_kubeconfig(path).transport._proxy is None
+    monkeypatch.delenv("NO_PROXY")
+    monkeypatch.setenv("HTTPS_PROXY", "https://proxy.example:3128")
+    with pytest.raises(KubeConfigError, match=r"only http:// proxies"):
+        APIClient.from_kubeconfig(path)
