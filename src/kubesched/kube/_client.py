@@ -201,7 +201,7 @@ class APIClient:
                 max_connections=max_in_flight,
                 timeout=timeout,
             )
-        except (OSError, ValueError, AssertionError) as exc:
+        except (OSError, ValueError) as exc:
             raise KubeConfigError(f"cannot use cluster configuration: {exc}") from exc
         return cls(pool, qps=qps, burst=burst, namespace=config.namespace)
 
