@@ -108,7 +108,7 @@ class _Connection(asyncio.Protocol):
         self._fields: list[tuple[str, str]] = []
         self._body: list[bytes] = []
         self._head: asyncio.Future[int] | None = None
-        self._done: asyncio.Future[None] | None = None
+        self._done: asyncio.Future[HTTPResponse] | None = None
         self._informational = False
         # A streamed body: its chunks, and the reader waiting for the next one.
         self._chunks: deque[bytes | BaseException | None] = deque()
@@ -143,7 +143,7 @@ class _Connection(asyncio.Protocol):
         if self._writable is not None and not self._writable.done():
             self._writable.set_exception(exc or ConnectionResetError("connection lost"))
         head = self._head
-        if head is not None and head.done() and not self._length_known():
+        if self._awaiting and head is not None and head.done() and not self._length_known():
             # A body delimited by the end of the connection.
             self.keep_alive = False
             self.on_message_complete()
@@ -192,8 +192,11 @@ class _Connection(asyncio.Protocol):
             self.keep_alive = self._parser.should_keep_alive()
         if self._streaming:
             self._push(None)
-        elif self._done is not None and not self._done.done():
-            self._done.set_result(None)
+        elif self._done is not None and self._head is not None and not self._done.done():
+            response = HTTPResponse(
+                self._head.result(), b"".join(self._body), Headers(self._fields)
+            )
+            self._done.set_result(response)
 
     # --- requests ----------------------------------------------------------------------------
 
@@ -208,10 +211,9 @@ class _Connection(asyncio.Protocol):
 
     async def exchange(self, payload: bytes) -> HTTPResponse:
         """Send a request and read its answer whole."""
-        head, done = self._begin(streaming=False)
+        _, done = self._begin(streaming=False)
         await self._send(payload)
-        await done
-        return HTTPResponse(head.result(), b"".join(self._body), Headers(self._fields))
+        return await done
 
     async def open(self, payload: bytes) -> tuple[int, Headers]:
         """Send a request; its answer's status and header fields once they are in."""
@@ -250,7 +252,9 @@ class _Connection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
 
-    def _begin(self, *, streaming: bool) -> tuple[asyncio.Future[int], asyncio.Future[None]]:
+    def _begin(
+        self, *, streaming: bool
+    ) -> tuple[asyncio.Future[int], asyncio.Future[HTTPResponse]]:
         self.received = False
         self.keep_alive = False
         self._streaming = streaming

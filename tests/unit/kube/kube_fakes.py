@@ -54,6 +54,8 @@ Handler = Callable[[Request], Awaitable[Response] | Response]
 
 #: Servers started for the current test (closed after it, by conftest.py).
 servers: list[asyncio.base_events.Server] = []
+#: Servers being started (a reference keeps the task alive).
+_starting: set[asyncio.Task[None]] = set()
 
 
 async def _serve(handler: Handler, request: web.BaseRequest) -> web.StreamResponse:
@@ -105,9 +107,6 @@ def serve(handler: Handler) -> int:
     _starting.add(task)
     task.add_done_callback(_starting.discard)
     return port
-
-
-_starting: set[asyncio.Task[None]] = set()
 
 
 def make_client(

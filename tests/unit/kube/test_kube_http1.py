@@ -503,3 +503,19 @@ async def test_a_stream_read_slowly_stops_reading_the_socket(
     await pool.aclose()
     assert buffered <= 2 << 20  # held at about a MiB, the rest left to the kernel and the server
     assert got == piece * count
+
+
+async def test_a_body_delimited_by_the_end_of_the_connection(
+    serve: Callable[..., Awaitable[Server]],
+) -> None:
+    async def answer(seen: Seen) -> bytes | list[bytes]:
+        return [b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n", b'{"a":', b"1}"]
+
+    server = await serve(answer)
+    server.hang_up = True
+    pool = pool_for(server)
+    first = await pool.request("GET", "/x")
+    second = await pool.request("GET", "/y")
+    await pool.aclose()
+    assert first.body == second.body == b'{"a":1}'
+    assert server.connections == 2
