@@ -3,8 +3,9 @@
 A pool of kept-alive connections, one request on each at a time; answers are parsed by llhttp
 (Node.js's parser, through ``httptools``). Why this and not a general-purpose client:
 docs/dependencies.md. It speaks what kube-apiserver answers to JSON requests: no compression,
-redirects, proxies or ``Expect: 100-continue``. A watch gets a connection of its own
-(:meth:`ConnectionPool.open_stream`), closed when the watch ends so the server stops sending.
+redirects, upgrades or ``Expect: 100-continue``; an HTTP proxy is tunnelled through (CONNECT).
+A watch gets a connection of its own (:meth:`ConnectionPool.open_stream`), closed when the
+watch ends so the server stops sending.
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ _STREAM_BUFFER: Final = 1 << 20
 #: Requests Go's transport repeats on a new connection when a kept-alive one was closed by the
 #: server before answering (``Request.isReplayable``); client-go retries only GETs on top.
 _REPLAYABLE: Final = frozenset({"GET", "OPTIONS", "TRACE"})
-#: Failures of the socket or of the answer's framing.
-_FAILURES: Final = (OSError, EOFError, httptools.HttpParserError)
+#: Failures of the socket or of the answer's framing (an upgrade nobody asked for is one).
+_FAILURES: Final = (OSError, EOFError, httptools.HttpParserError, httptools.HttpParserUpgrade)
 
 
 class TransportError(Exception):
@@ -131,7 +132,7 @@ class _Connection(asyncio.Protocol):
         self.received = True
         try:
             self._parser.feed_data(data)
-        except httptools.HttpParserError as exc:
+        except (httptools.HttpParserError, httptools.HttpParserUpgrade) as exc:
             self._fail(exc)
             self.close()
 
