@@ -519,4 +519,3 @@ async def test_a_body_delimited_by_the_end_of_the_connection(
     await pool.aclose()
     assert first.body == second.body == b'{"a":1}'
     assert server.connections == 2
-
