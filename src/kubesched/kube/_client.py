@@ -27,6 +27,7 @@ from kubesched.kube._credentials import Credentials, run_exec_plugin
 from kubesched.kube._errors import APIConnectionError, error_from_response
 from kubesched.kube._http1 import ConnectionPool, Proxy, TransportError
 from kubesched.kube._ratelimit import TokenBucket
+from kubesched.kube._warnings import handle_warnings
 
 __all__ = [
     "DEFAULT_BURST",
@@ -268,6 +269,7 @@ class APIClient:
             response = await _shielded(sending, self._background)
         except TransportError as exc:
             raise APIConnectionError(f"{method} {path}: {exc}") from exc
+        handle_warnings(response.headers)
         if response.status >= 400:
             raise error_from_response(response.status, response.body, response.headers)
         return response.body
@@ -294,6 +296,7 @@ class APIClient:
             )
         except TransportError as exc:
             raise APIConnectionError(f"GET {path}: {exc}") from exc
+        handle_warnings(body.headers)
         try:
             if body.status >= 400:
                 try:

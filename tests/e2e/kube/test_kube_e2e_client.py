@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sys
 import time
 from pathlib import Path
@@ -179,21 +180,27 @@ async def test_qps_and_burst(kubeconfig: Path) -> None:
     assert elapsed >= 0.45
 
 
-async def test_every_warning_header_is_kept(kubeconfig: Path, namespace: str) -> None:
+async def test_every_warning_is_kept_and_logged(
+    kubeconfig: Path, namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
     # Each deprecated node selector label earns a Warning header field of its own.
-    manifest = pod_manifest(
-        "warned",
-        namespace,
-        nodeSelector={"beta.kubernetes.io/arch": "amd64", "beta.kubernetes.io/os": "linux"},
-    )
+    selector = {"beta.kubernetes.io/arch": "amd64", "beta.kubernetes.io/os": "linux"}
+    pods = api_path("pods", namespace=namespace)
     async with APIClient.from_kubeconfig(kubeconfig) as client:
         response = await client.transport.request(
-            "POST", api_path("pods", namespace=namespace), body=json.dumps(manifest).encode()
+            "POST",
+            pods,
+            body=json.dumps(pod_manifest("a", namespace, nodeSelector=selector)).encode(),
         )
+        with caplog.at_level(logging.INFO, logger="kubesched.kube"):
+            await client.post(pods, pod_manifest("b", namespace, nodeSelector=selector))
     assert response.status == 201
     warnings = response.headers.get_all("warning")
     assert len(warnings) == 2, warnings
     assert all("deprecated" in w for w in warnings)
+    logged = [r.getMessage() for r in caplog.records if r.name == "kubesched.kube._warnings"]
+    assert len(logged) == 2, logged
+    assert all(m.startswith("Warning: spec.nodeSelector[beta.kubernetes.io/") for m in logged)
 
 
 EXEC_PLUGIN = """
