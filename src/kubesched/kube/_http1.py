@@ -419,9 +419,11 @@ class ConnectionPool:
         target = f"{self._prefix}{path}?{query}" if query else f"{self._prefix}{path}"
         limit = self.timeout if timeout is None else timeout
         used = await self._authorization()
-        response = await self._exchange(method, target, body, content_type, limit)
+        payload = self._head(method, target, body, content_type)
+        response = await self._exchange(method, payload, limit)
         if response.status == 401 and await self._renew(used):
-            response = await self._exchange(method, target, body, content_type, limit)
+            payload = self._head(method, target, body, content_type)
+            response = await self._exchange(method, payload, limit)
         return response
 
     async def open_stream(
@@ -439,13 +441,15 @@ class ConnectionPool:
         target = f"{self._prefix}{path}?{query}" if query else f"{self._prefix}{path}"
         limit = self.timeout if timeout is None else timeout
         used = await self._authorization()
-        stream = await self._open_stream(target, limit, read_timeout)
+        stream = await self._open_stream(self._head("GET", target, None, ""), limit, read_timeout)
         if stream.status == 401 and await self._renew(used):
             stream.close()
-            stream = await self._open_stream(target, limit, read_timeout)
+            payload = self._head("GET", target, None, "")
+            stream = await self._open_stream(payload, limit, read_timeout)
         return stream
 
     async def _authorization(self) -> str | None:
+        """The ``Authorization`` header :meth:`_head` puts in the request built next."""
         try:
             return await self._credentials.authorization()
         except (OSError, ValueError) as exc:
@@ -483,7 +487,7 @@ class ConnectionPool:
         return head + b"\r\n"
 
     async def _open_stream(
-        self, target: str, limit: float | None, read_timeout: float | None
+        self, payload: bytes, limit: float | None, read_timeout: float | None
     ) -> BodyStream:
         if self._closed:
             raise TransportError("the connection pool is closed")
@@ -491,7 +495,7 @@ class ConnectionPool:
         try:
             async with asyncio.timeout(limit):
                 conn = await self._connect()
-                status, headers = await conn.open(self._head("GET", target, None, ""))
+                status, headers = await conn.open(payload)
         except BaseException as exc:
             if conn is not None:
                 conn.close()
@@ -502,10 +506,7 @@ class ConnectionPool:
             raise
         return BodyStream(status, headers, conn, read_timeout)
 
-    async def _exchange(
-        self, method: str, target: str, body: bytes | None, content_type: str, limit: float | None
-    ) -> HTTPResponse:
-        payload = self._head(method, target, body, content_type)
+    async def _exchange(self, method: str, payload: bytes, limit: float | None) -> HTTPResponse:
         try:
             async with asyncio.timeout(limit):
                 while True:

@@ -519,3 +519,31 @@ async def test_a_body_delimited_by_the_end_of_the_connection(
     await pool.aclose()
     assert first.body == second.body == b'{"a":1}'
     assert server.connections == 2
+
+
+async def test_requests_refused_together_run_the_exec_plugin_once(
+    serve: Callable[..., Awaitable[Server]],
+) -> None:
+    runs = 0
+
+    async def plugin() -> ExecToken:
+        nonlocal runs
+        runs += 1
+        await asyncio.sleep(0.05)
+        return ExecToken(f"t{runs}", None)
+
+    async def answer(seen: Seen) -> bytes | list[bytes]:
+        await asyncio.sleep(0.02)
+        return reply(401 if seen.headers["authorization"] == "Bearer t1" else 200)
+
+    server = await serve(answer)
+    pool = pool_for(server, credentials=Credentials(exec_plugin=plugin))
+    # All five wait for the first token (t1), are refused, and wait for the second.
+    results = await asyncio.gather(*(pool.request("GET", f"/{i}") for i in range(5)))
+    await pool.aclose()
+    assert [r.status for r in results] == [200] * 5
+    assert runs == 2
+    assert (
+        sorted(s.headers["authorization"] for s in server.requests)
+        == ["Bearer t1"] * 5 + ["Bearer t2"] * 5
+    )
