@@ -296,8 +296,8 @@ class APIClient:
             )
         except TransportError as exc:
             raise APIConnectionError(f"GET {path}: {exc}") from exc
-        handle_warnings(body.headers)
         try:
+            handle_warnings(body.headers)
             if body.status >= 400:
                 try:
                     content = await body.read()
