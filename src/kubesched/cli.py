@@ -156,8 +156,6 @@ def _setup_logging(level: str) -> None:
         level=getattr(logging, level.upper()),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    # One line per HTTP request is the client library's debug detail, not ours.
-    logging.getLogger("httpx2").setLevel(logging.WARNING)
 
 
 def _load_scheduler_config(path: str | None) -> tuple[KubeSchedulerConfiguration, Registry]:
