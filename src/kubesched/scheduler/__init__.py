@@ -3,7 +3,6 @@
 from kubesched.scheduler._cache import Cache, CacheError
 from kubesched.scheduler._health import HealthServer
 from kubesched.scheduler._metrics import SchedulerMetrics
-from kubesched.scheduler._queue import SchedulingQueue
 from kubesched.scheduler._scheduler import (
     REASON_SCHEDULER_ERROR,
     REASON_UNSCHEDULABLE,
@@ -11,6 +10,7 @@ from kubesched.scheduler._scheduler import (
     Outcome,
     Scheduler,
 )
+from kubesched.scheduler._scheduling_queue import SchedulingQueue
 from kubesched.scheduler._service import SchedulerService, serve
 
 __all__ = [

@@ -6,7 +6,7 @@ Dashboards and alerts written for kube-scheduler (``scheduler_schedule_attempts_
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 
 from prometheus_client import CollectorRegistry, Gauge
@@ -15,6 +15,10 @@ from prometheus_client.registry import Collector
 
 from kubesched.framework import FrameworkMetrics, LoopHistogram
 from kubesched.framework import exponential_buckets as _exponential
+
+#: ``(queue, event)``: a pod entered the sub-queue ``queue`` (``active``, ``backoff``,
+#: ``unschedulable``) because of ``event`` (``scheduler_queue_incoming_pods_total``).
+IncomingPodsMetric = Callable[[str, str], None]
 
 
 class SchedulerMetrics(FrameworkMetrics):
@@ -49,6 +53,7 @@ class SchedulerMetrics(FrameworkMetrics):
             buckets=_exponential(0.001, 2, 15),
             registry=r,
         ).labels()
+        self._incoming = _IncomingPodsCounter(r)
 
         # Pending pods per sub-queue: the gauges read them when scraped, so that the queue's
         # reports (one per pop) are a dict update, without prometheus_client's lock.
@@ -60,6 +65,12 @@ class SchedulerMetrics(FrameworkMetrics):
     def attempt(self, result: str, profile: str, seconds: float) -> None:
         self.scheduling_attempt_duration.labels(result, profile).observe(seconds)
 
+    def queue_incoming_pod(self, queue: str, event: str) -> None:
+        """Count a pod entering a sub-queue (an :data:`IncomingPodsMetric`)."""
+        counts = self._incoming.counts
+        key = (queue, event)
+        counts[key] = counts.get(key, 0) + 1
+
     def set_pending(self, counts: dict[str, int]) -> None:
         """Set the sub-queues' counts (the queue passes those that changed)."""
         pending = self._pending
@@ -68,6 +79,33 @@ class SchedulerMetrics(FrameworkMetrics):
             pending[queue] = n
             if new:
                 self.pending_pods.labels(queue).set_function(partial(pending.__getitem__, queue))
+
+
+class _IncomingPodsCounter(Collector):
+    """``scheduler_queue_incoming_pods_total``: counts kept in a dict and read when scraped.
+
+    Every pod added enters activeQ once at least, so the counter is on the hot path: a dict
+    update there, without prometheus_client's lock.
+    """
+
+    _NAME = "scheduler_queue_incoming_pods"
+    _DOC = "Number of pods added to scheduling queues by event and queue type."
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.counts: dict[tuple[str, str], int] = {}
+        registry.register(self)
+
+    def collect(self) -> Iterator[Metric]:
+        family = self._family()
+        for (queue, event), n in list(self.counts.items()):
+            family.add_metric([queue, event], float(n))
+        yield family
+
+    def describe(self) -> Iterator[Metric]:
+        yield self._family()
+
+    def _family(self) -> CounterMetricFamily:
+        return CounterMetricFamily(self._NAME, self._DOC, labels=["queue", "event"])
 
 
 class _AttemptsCounter(Collector):

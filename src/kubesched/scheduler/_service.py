@@ -57,8 +57,8 @@ from kubesched.kube import (
 from kubesched.scheduler._cache import Cache
 from kubesched.scheduler._health import HealthServer
 from kubesched.scheduler._metrics import SchedulerMetrics
-from kubesched.scheduler._queue import SchedulingQueue
 from kubesched.scheduler._scheduler import Scheduler
+from kubesched.scheduler._scheduling_queue import SchedulingQueue
 from kubesched.scheduler._workloads import context_reflectors
 
 log = logging.getLogger(__name__)
@@ -302,6 +302,7 @@ class SchedulerService:
             pod_initial_backoff=float(config.pod_initial_backoff_seconds),
             pod_max_backoff=float(config.pod_max_backoff_seconds),
             pending_pods_metric=self.metrics.set_pending,
+            incoming_pods_metric=self.metrics.queue_incoming_pod,
         )
         self.writer = _Writer(client, self.frameworks)
         # PodDisruptionBudgets, which preemption tries not to violate.

@@ -3,6 +3,8 @@ labelled children are reused."""
 
 from __future__ import annotations
 
+from prometheus_client import generate_latest
+
 from kubesched.framework import Code
 from kubesched.scheduler import SchedulerMetrics
 
@@ -62,3 +64,17 @@ def test_pending_pods_follow_the_latest_counts() -> None:
     m.set_pending({"active": 0, "backoff": 2})
     assert value(m, "scheduler_pending_pods", queue="active") == 0
     assert value(m, "scheduler_pending_pods", queue="backoff") == 2
+
+
+def test_queue_incoming_pods_are_counted_per_queue_and_event() -> None:
+    m = SchedulerMetrics()
+    name = "scheduler_queue_incoming_pods_total"
+    assert value(m, name, queue="active", event="UnschedulablePodAdd") is None
+    m.queue_incoming_pod("active", "UnschedulablePodAdd")
+    m.queue_incoming_pod("active", "UnschedulablePodAdd")
+    m.queue_incoming_pod("backoff", "NodeAdd")
+    assert value(m, name, queue="active", event="UnschedulablePodAdd") == 2
+    assert value(m, name, queue="backoff", event="NodeAdd") == 1
+    assert value(m, name, queue="unschedulable", event="NodeAdd") is None
+    text = generate_latest(m.registry).decode()
+    assert 'scheduler_queue_incoming_pods_total{event="NodeAdd",queue="backoff"} 1.0' in text
