@@ -239,7 +239,7 @@ async def _run(
         pod_initial_backoff=float(config.pod_initial_backoff_seconds),
         pod_max_backoff=float(config.pod_max_backoff_seconds),
         pending_pods_metric=metrics.set_pending,
-        incoming_pods_metric=metrics.queue_incoming_pod,
+        incoming_pods_metric=metrics.queue_incoming_pods,
     )
     writer = _Writer()
     scheduler = _TimedScheduler(

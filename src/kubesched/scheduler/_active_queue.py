@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import bisect
 import heapq
-import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -18,9 +17,6 @@ from typing import Any, Protocol
 from kubesched.api import Pod
 from kubesched.framework import ClusterEvent, QueuedPodInfo, SortKeyFn
 from kubesched.scheduler._events import POP_FROM_BACKOFF_Q
-from kubesched.scheduler._metrics import IncomingPodsMetric
-
-log = logging.getLogger(__name__)
 
 #: The sub-queue's name in metrics and logs.
 ACTIVE = "active"
@@ -94,16 +90,20 @@ class ActiveQueue:
         self,
         less: LessFn,
         sort_key: SortKeyFn | None,
-        incoming: IncomingPodsMetric,
+        incoming: dict[str, int],
         backoff: BackoffQPopper | None = None,
     ) -> None:
         """``sort_key``, if QueueSort has one, orders the heap without calling ``less``;
-        ``backoff``, if given, is popped from when activeQ is empty."""
+        ``incoming`` counts the pods entering activeQ by event; ``backoff``, if given, is popped
+        from when activeQ is empty."""
         self._less = less
         self._sort_key = sort_key
         self._incoming = incoming
         self._backoff = backoff
         self._entries: dict[str, _Entry] = {}
+        #: How many pods are queued: the dict's own ``__len__``, which costs half of a
+        #: ``len(self)`` through Python on the hot path (reports read it on every pop).
+        self.size: Callable[[], int] = self._entries.__len__
         self._heap: list[_Item] = []
         self._dead = 0
         self._cycle = 0
@@ -114,6 +114,8 @@ class ActiveQueue:
         # an update brought meanwhile, and whether it was deleted meanwhile.
         self._seq = 0
         self._in_flight: dict[str, int] = {}
+        #: Whether a pod is in flight (the dict's own ``__contains__``: asked on every move).
+        self.in_flight: Callable[[object], bool] = self._in_flight.__contains__
         self._in_flight_pods: dict[str, Pod] = {}
         self._updated: dict[str, Pod] = {}
         self._deleted: set[str] = set()
@@ -126,7 +128,8 @@ class ActiveQueue:
     def add(self, qpi: QueuedPodInfo, event: str) -> None:
         """Queue the pod; ``event`` is what moved it here (``scheduler_queue_incoming_pods``)."""
         self._push(qpi)
-        self._incoming(ACTIVE, event)
+        counts = self._incoming
+        counts[event] = counts.get(event, 0) + 1
 
     def update(self, qpi: QueuedPodInfo) -> None:
         """Sort a queued pod again (an update may have changed its priority)."""
@@ -148,12 +151,6 @@ class ActiveQueue:
         entry = self._entries.get(uid)
         return None if entry is None else entry.qpi
 
-    def __contains__(self, uid: str) -> bool:
-        return uid in self._entries
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
     def pods(self) -> Iterable[Pod]:
         return (e.qpi.pod for e in self._entries.values())
 
@@ -163,30 +160,28 @@ class ActiveQueue:
         The pod's ``attempts`` is incremented and its rejecting plugins are reset for the new
         attempt.
         """
-        while not self._closed:
-            qpi = self._pop_head()
+        if self._closed:
+            return None
+        qpi = self._pop_head()
+        if qpi is None:
+            qpi = None if self._backoff is None else self._backoff.pop_backoff()
             if qpi is None:
-                qpi = None if self._backoff is None else self._backoff.pop_backoff()
-                if qpi is None:
-                    return None
-                self._incoming(ACTIVE, POP_FROM_BACKOFF_Q)
-            uid = qpi.pod.metadata.uid
-            if uid in self._in_flight:
-                log.error("pod %s is tracked in the queue and in flight; discarded", qpi.pod.key)
-                continue
-            qpi.attempts += 1
-            # Fresh sets, not cleared ones: the last attempt's may still be read elsewhere. An
-            # empty one is kept (most pods were never rejected).
-            if qpi.unschedulable_plugins:
-                qpi.unschedulable_plugins = set()
-            if qpi.pending_plugins:
-                qpi.pending_plugins = set()
-            self._seq += 1
-            self._in_flight[uid] = self._seq
-            self._in_flight_pods[uid] = qpi.pod
-            self._cycle += 1
-            return qpi
-        return None
+                return None
+            counts = self._incoming
+            counts[POP_FROM_BACKOFF_Q] = counts.get(POP_FROM_BACKOFF_Q, 0) + 1
+        uid = qpi.pod.metadata.uid
+        qpi.attempts += 1
+        # Fresh sets, not cleared ones: the last attempt's may still be read elsewhere. An
+        # empty one is kept (most pods were never rejected).
+        if qpi.unschedulable_plugins:
+            qpi.unschedulable_plugins = set()
+        if qpi.pending_plugins:
+            qpi.pending_plugins = set()
+        self._seq += 1
+        self._in_flight[uid] = self._seq
+        self._in_flight_pods[uid] = qpi.pod
+        self._cycle += 1
+        return qpi
 
     async def wait(self) -> None:
         """Until a pod may be ready (:meth:`broadcast`) or the queue is closed."""
@@ -212,9 +207,6 @@ class ActiveQueue:
         return self._cycle
 
     # -- in flight -----------------------------------------------------------------------------
-
-    def in_flight(self, uid: str) -> bool:
-        return uid in self._in_flight
 
     def in_flight_pod(self, uid: str) -> Pod | None:
         """The pod in flight in its latest known version."""
@@ -299,7 +291,8 @@ class ActiveQueue:
 
     def _push(self, qpi: QueuedPodInfo) -> None:
         uid = qpi.pod.metadata.uid
-        self.delete(uid)
+        if uid in self._entries:
+            self.delete(uid)
         key = self._sort_key
         entry = _Entry(qpi, self._less, None if key is None else key(qpi))
         self._entries[uid] = entry

@@ -9,7 +9,6 @@ from collections.abc import Callable, Iterable
 from kubesched.api import Pod
 from kubesched.framework import QueuedPodInfo
 from kubesched.scheduler._active_queue import LessFn
-from kubesched.scheduler._metrics import IncomingPodsMetric
 
 #: The sub-queue's name in metrics and logs.
 BACKOFF = "backoff"
@@ -57,14 +56,15 @@ class BackoffQueue:
     def __init__(
         self,
         less: LessFn,
-        incoming: IncomingPodsMetric,
+        incoming: dict[str, int],
         *,
         initial: float,
         maximum: float,
         clock: Callable[[], float],
         pop_from_backoff: bool,
     ) -> None:
-        """``pop_from_backoff``: ``SchedulerPopFromBackoffQ`` (windows, QueueSort order)."""
+        """``incoming`` counts the pods entering backoffQ by event; ``pop_from_backoff`` is
+        ``SchedulerPopFromBackoffQ`` (ordering windows, QueueSort order within one)."""
         self._less = less if pop_from_backoff else None
         self._incoming = incoming
         self._initial = initial
@@ -72,6 +72,8 @@ class BackoffQueue:
         self._clock = clock
         self._windowed = pop_from_backoff
         self._entries: dict[str, _Entry] = {}
+        #: How many pods are queued (the dict's own ``__len__``, cheap on the hot path).
+        self.size: Callable[[], int] = self._entries.__len__
         self._heap: list[_Entry] = []
         self._error_heap: list[_Entry] = []
         self._seq = 0
@@ -105,7 +107,8 @@ class BackoffQueue:
     def add(self, qpi: QueuedPodInfo, event: str) -> None:
         """Queue the pod; ``event`` is what moved it here (``scheduler_queue_incoming_pods``)."""
         self._push(qpi)
-        self._incoming(BACKOFF, event)
+        counts = self._incoming
+        counts[event] = counts.get(event, 0) + 1
 
     def update(self, qpi: QueuedPodInfo) -> None:
         """Sort a queued pod again, after an update."""
@@ -128,12 +131,6 @@ class BackoffQueue:
     def get(self, uid: str) -> QueuedPodInfo | None:
         entry = self._entries.get(uid)
         return None if entry is None else entry.qpi
-
-    def __contains__(self, uid: str) -> bool:
-        return uid in self._entries
-
-    def __len__(self) -> int:
-        return len(self._entries)
 
     def pods(self) -> Iterable[Pod]:
         return (e.qpi.pod for e in self._entries.values())
@@ -169,7 +166,8 @@ class BackoffQueue:
 
     def _push(self, qpi: QueuedPodInfo) -> None:
         uid = qpi.pod.metadata.uid
-        self.delete(uid)
+        if uid in self._entries:
+            self.delete(uid)
         error = not qpi.unschedulable_plugins and not qpi.pending_plugins
         self._seq += 1
         entry = _Entry(qpi, self.backoff_time(qpi), self._seq, None if error else self._less, error)

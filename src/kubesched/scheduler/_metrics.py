@@ -6,7 +6,7 @@ Dashboards and alerts written for kube-scheduler (``scheduler_schedule_attempts_
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from functools import partial
 
 from prometheus_client import CollectorRegistry, Gauge
@@ -16,9 +16,10 @@ from prometheus_client.registry import Collector
 from kubesched.framework import FrameworkMetrics, LoopHistogram
 from kubesched.framework import exponential_buckets as _exponential
 
-#: ``(queue, event)``: a pod entered the sub-queue ``queue`` (``active``, ``backoff``,
-#: ``unschedulable``) because of ``event`` (``scheduler_queue_incoming_pods_total``).
-IncomingPodsMetric = Callable[[str, str], None]
+#: ``scheduler_queue_incoming_pods_total``: sub-queue (``active``, ``backoff``,
+#: ``unschedulable``) -> the event that moved pods into it -> how many it moved. Every pod enters
+#: activeQ at least once, so the queue increments these dicts in place: no call, no lock.
+IncomingPodsCounts = dict[str, dict[str, int]]
 
 
 class SchedulerMetrics(FrameworkMetrics):
@@ -53,7 +54,8 @@ class SchedulerMetrics(FrameworkMetrics):
             buckets=_exponential(0.001, 2, 15),
             registry=r,
         ).labels()
-        self._incoming = _IncomingPodsCounter(r)
+        self.queue_incoming_pods: IncomingPodsCounts = {}
+        _IncomingPodsCounter(self.queue_incoming_pods, r)
 
         # Pending pods per sub-queue: the gauges read them when scraped, so that the queue's
         # reports (one per pop) are a dict update, without prometheus_client's lock.
@@ -64,12 +66,6 @@ class SchedulerMetrics(FrameworkMetrics):
 
     def attempt(self, result: str, profile: str, seconds: float) -> None:
         self.scheduling_attempt_duration.labels(result, profile).observe(seconds)
-
-    def queue_incoming_pod(self, queue: str, event: str) -> None:
-        """Count a pod entering a sub-queue (an :data:`IncomingPodsMetric`)."""
-        counts = self._incoming.counts
-        key = (queue, event)
-        counts[key] = counts.get(key, 0) + 1
 
     def set_pending(self, counts: dict[str, int]) -> None:
         """Set the sub-queues' counts (the queue passes those that changed)."""
@@ -82,23 +78,21 @@ class SchedulerMetrics(FrameworkMetrics):
 
 
 class _IncomingPodsCounter(Collector):
-    """``scheduler_queue_incoming_pods_total``: counts kept in a dict and read when scraped.
-
-    Every pod added enters activeQ once at least, so the counter is on the hot path: a dict
-    update there, without prometheus_client's lock.
-    """
+    """``scheduler_queue_incoming_pods_total``, read off :data:`IncomingPodsCounts` when
+    scraped."""
 
     _NAME = "scheduler_queue_incoming_pods"
     _DOC = "Number of pods added to scheduling queues by event and queue type."
 
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.counts: dict[tuple[str, str], int] = {}
+    def __init__(self, counts: IncomingPodsCounts, registry: CollectorRegistry) -> None:
+        self._counts = counts
         registry.register(self)
 
     def collect(self) -> Iterator[Metric]:
         family = self._family()
-        for (queue, event), n in list(self.counts.items()):
-            family.add_metric([queue, event], float(n))
+        for queue, by_event in list(self._counts.items()):
+            for event, n in list(by_event.items()):
+                family.add_metric([queue, event], float(n))
         yield family
 
     def describe(self) -> Iterator[Metric]:

@@ -51,7 +51,7 @@ from kubesched.scheduler._events import (
     is_wildcard,
     pod_scheduling_properties_change,
 )
-from kubesched.scheduler._metrics import IncomingPodsMetric
+from kubesched.scheduler._metrics import IncomingPodsCounts
 from kubesched.scheduler._nominator import Nominator
 from kubesched.scheduler._unschedulable_pods import GATED, UNSCHEDULABLE, UnschedulablePods
 
@@ -105,11 +105,7 @@ class _SubQueue(Protocol):
 
     def delete(self, uid: str, /) -> bool: ...
 
-    def __contains__(self, uid: str, /) -> bool: ...
-
-
-def _uncounted(queue: str, event: str) -> None:
-    """The incoming-pods metric of a queue built without one."""
+    def get(self, uid: str, /) -> QueuedPodInfo | None: ...
 
 
 class SchedulingQueue:
@@ -133,7 +129,7 @@ class SchedulingQueue:
         ),
         clock: Callable[[], float] = time.monotonic,
         pending_pods_metric: PendingPodsMetric | None = None,
-        incoming_pods_metric: IncomingPodsMetric | None = None,
+        incoming_pods_metric: IncomingPodsCounts | None = None,
         pop_from_backoff: bool = True,
     ) -> None:
         """Build an empty queue.
@@ -143,8 +139,9 @@ class SchedulingQueue:
         ``pre_enqueue`` runs the PreEnqueue plugins of the pod's profile. ``events_to_register``
         maps a plugin name to the events that may make pods it rejected schedulable (the union
         over profiles); a plugin that rejects a pod but registered nothing is woken by every
-        event, as in kube-scheduler. ``clock`` returns monotonic seconds. ``pop_from_backoff``
-        is ``SchedulerPopFromBackoffQ`` (on by default, as in kube-scheduler v1.34).
+        event, as in kube-scheduler. ``clock`` returns monotonic seconds. The metrics receive the
+        pending pods per sub-queue when they change, and count the pods entering each.
+        ``pop_from_backoff`` is ``SchedulerPopFromBackoffQ`` (on by default, as in v1.34).
         """
         self._pre_enqueue = pre_enqueue
         self._hints: dict[str, tuple[ClusterEventWithHint, ...]] = {
@@ -158,24 +155,27 @@ class SchedulingQueue:
         self._metric = pending_pods_metric
         self._pop_from_backoff = pop_from_backoff
 
-        incoming = incoming_pods_metric or _uncounted
+        incoming = {} if incoming_pods_metric is None else incoming_pods_metric
         self._backoff_q = BackoffQueue(
             less,
-            incoming,
+            incoming.setdefault(BACKOFF, {}),
             initial=pod_initial_backoff,
             maximum=pod_max_backoff,
             clock=clock,
             pop_from_backoff=pop_from_backoff,
         )
         self._active_q = ActiveQueue(
-            less, sort_key, incoming, self._backoff_q if pop_from_backoff else None
+            less,
+            sort_key,
+            incoming.setdefault(ACTIVE, {}),
+            self._backoff_q if pop_from_backoff else None,
         )
-        self._unschedulable_pods = UnschedulablePods(frozenset(self._hints), incoming)
-        self._parts: tuple[_SubQueue, ...] = (
-            self._active_q,
-            self._backoff_q,
-            self._unschedulable_pods,
+        self._unschedulable_pods = UnschedulablePods(
+            frozenset(self._hints), incoming.setdefault(UNSCHEDULABLE, {})
         )
+        # The sub-queue each queued pod is in: written by _enter and _leave, and by try_pop for
+        # the pod it hands out.
+        self._location: dict[str, _SubQueue] = {}
         self._nominator = Nominator(self._active_q.deleted_in_flight)
 
         # Pods whose initial attempt timestamp is set when they first become active.
@@ -294,6 +294,7 @@ class SchedulingQueue:
         """Like :meth:`pop` without waiting: ``None`` if no pod is ready now."""
         qpi = self._active_q.pop()
         if qpi is not None:
+            del self._location[qpi.pod.metadata.uid]
             self._report()
         return qpi
 
@@ -317,23 +318,33 @@ class SchedulingQueue:
         """
         uid = qpi.pod.metadata.uid
         try:
-            if self._active_q.deleted_in_flight(uid):
-                return
-            latest = self._active_q.updated_in_flight(uid)
-            if latest is not None and latest is not qpi.pod:
-                qpi.pod_info = PodInfo.of(latest)
-            if qpi.pod.spec.node_name:
-                return
-            where = self._where(uid)
-            if where is not None:
-                log.error("pod %s is already present in the %s queue", qpi.pod.key, where)
-                return
-            qpi.timestamp = self._clock()
-            strategy, plugin = self._hint_for_in_flight_pod(qpi, scheduling_cycle)
-            self._requeue(qpi, strategy, SCHEDULE_ATTEMPT_FAILURE, plugin)
+            hint = self._failed_attempt_hint(qpi, scheduling_cycle)
         finally:
+            # Before the pod is requeued: a pod in flight enters no sub-queue (_enter).
             self.done(uid)
+        if hint is not None:
+            self._requeue(qpi, hint[0], SCHEDULE_ATTEMPT_FAILURE, hint[1])
             self._report()
+
+    def _failed_attempt_hint(
+        self, qpi: QueuedPodInfo, scheduling_cycle: int
+    ) -> tuple[_Strategy, str] | None:
+        """Where a pod whose attempt failed goes, and by which plugin's hint; ``None`` if it
+        is to be dropped (deleted or bound meanwhile) or is queued already."""
+        uid = qpi.pod.metadata.uid
+        if self._active_q.deleted_in_flight(uid):
+            return None
+        latest = self._active_q.updated_in_flight(uid)
+        if latest is not None and latest is not qpi.pod:
+            qpi.pod_info = PodInfo.of(latest)
+        if qpi.pod.spec.node_name:
+            return None
+        where = self._where(uid)
+        if where is not None:
+            log.error("pod %s is already present in the %s queue", qpi.pod.key, where)
+            return None
+        qpi.timestamp = self._clock()
+        return self._hint_for_in_flight_pod(qpi, scheduling_cycle)
 
     # -- cluster events --------------------------------------------------------------------
 
@@ -467,23 +478,23 @@ class SchedulingQueue:
 
     def counts(self) -> dict[str, int]:
         """Pending pods per sub-queue, as ``scheduler_pending_pods`` labels them."""
-        gated = self._unschedulable_pods.gated_count
+        gated = self._unschedulable_pods.gated_size()
         return {
-            ACTIVE: len(self._active_q),
-            BACKOFF: len(self._backoff_q),
-            UNSCHEDULABLE: len(self._unschedulable_pods) - gated,
+            ACTIVE: self._active_q.size(),
+            BACKOFF: self._backoff_q.size(),
+            UNSCHEDULABLE: self._unschedulable_pods.size() - gated,
             GATED: gated,
         }
 
     def pending_summary(self) -> str:
         """kube-scheduler's ``activeQ:1; backoffQ:0; unschedulablePods:2``."""
         return (
-            f"activeQ:{len(self._active_q)}; backoffQ:{len(self._backoff_q)}; "
-            f"unschedulablePods:{len(self._unschedulable_pods)}"
+            f"activeQ:{self._active_q.size()}; backoffQ:{self._backoff_q.size()}; "
+            f"unschedulablePods:{self._unschedulable_pods.size()}"
         )
 
     def __len__(self) -> int:
-        return len(self._active_q) + len(self._backoff_q) + len(self._unschedulable_pods)
+        return len(self._location)
 
     def in_flight_pods(self) -> list[Pod]:
         return self._active_q.in_flight_pods()
@@ -510,17 +521,23 @@ class SchedulingQueue:
     # -- internals: placement ------------------------------------------------------------------
 
     def _enter(self, qpi: QueuedPodInfo, part: _SubQueue, event: str, plugin: str) -> None:
-        """Put the pod into ``part``, out of any other sub-queue: the one way into a sub-queue.
+        """Put the pod into ``part``: the one way into a sub-queue, so that a pod is in one at
+        most, and in none while it is in flight.
 
         ``event`` moved it (counted by ``part``); ``plugin``'s queueing hint said so, if one did.
         """
         uid = qpi.pod.metadata.uid
-        for other in self._parts:
-            if other is not part:
-                other.delete(uid)
-        if part is self._unschedulable_pods and uid in part:
+        if self._active_q.in_flight(uid):
+            log.error("pod %s is in flight; not queued in %s", qpi.pod.key, part.name)
+            return
+        location = self._location
+        current = location.get(uid)
+        if current is part and part is self._unschedulable_pods:
             part.add(qpi, event)  # still waiting: no move
             return
+        if current is not None and current is not part:
+            current.delete(uid)
+        location[uid] = part
         part.add(qpi, event)
         if log.isEnabledFor(logging.DEBUG):
             log.debug(
@@ -533,25 +550,23 @@ class SchedulingQueue:
 
     def _leave(self, uid: str) -> bool:
         """Take the pod out of the sub-queue it is in, if any."""
-        return (
-            self._active_q.delete(uid)
-            or self._backoff_q.delete(uid)
-            or self._unschedulable_pods.delete(uid)
-        )
+        part = self._location.pop(uid, None)
+        if part is None:
+            return False
+        part.delete(uid)
+        return True
 
     def _where(self, uid: str) -> str | None:
-        if uid in self._active_q:
-            return ACTIVE
-        if uid in self._backoff_q:
-            return BACKOFF
-        if uid in self._unschedulable_pods:
-            return GATED if self._unschedulable_pods.gated(uid) else UNSCHEDULABLE
-        return None
+        part = self._location.get(uid)
+        if part is None:
+            return None
+        if part is self._unschedulable_pods and self._unschedulable_pods.gated(uid):
+            return GATED
+        return part.name
 
     def _get_queued(self, uid: str) -> QueuedPodInfo | None:
-        return (
-            self._active_q.get(uid) or self._backoff_q.get(uid) or self._unschedulable_pods.get(uid)
-        )
+        part = self._location.get(uid)
+        return None if part is None else part.get(uid)
 
     def _known_pod(self, uid: str) -> Pod | None:
         qpi = self._get_queued(uid)
@@ -627,10 +642,10 @@ class SchedulingQueue:
     ) -> None:
         """``movePodsToActiveOrBackoffQueue`` for pods currently in unschedulablePods."""
         label = event_label(event)
-        waiting = self._unschedulable_pods
+        waiting, location = self._unschedulable_pods, self._location
         for qpi in list(pods):
             uid = qpi.pod.metadata.uid
-            if uid not in waiting:
+            if location.get(uid) is not waiting:
                 continue
             if qpi.gated_by and not any(
                 event_matches(e.event, event) for e in self._events_of(qpi.gated_by)
@@ -640,7 +655,7 @@ class SchedulingQueue:
             strategy, plugin = self._worth_requeuing(qpi, event, old, new)
             if strategy == _Strategy.SKIP:
                 continue
-            waiting.delete(uid)
+            self._leave(uid)
             self._requeue(qpi, strategy, label, plugin)
         self._move_request_cycle = self._active_q.scheduling_cycle
         self._active_q.add_event_if_any_in_flight(event, old, new)
@@ -738,10 +753,10 @@ class SchedulingQueue:
         metric = self._metric
         if metric is None:
             return
-        active = len(self._active_q)
+        active = self._active_q.size()
         waiting = self._unschedulable_pods
-        gated = waiting.gated_count
-        rest = (len(self._backoff_q), len(waiting) - gated, gated)
+        gated = waiting.gated_size()
+        rest = (self._backoff_q.size(), waiting.size() - gated, gated)
         reported = self._reported_rest
         if rest == reported:
             if active != self._reported_active:

@@ -302,7 +302,7 @@ class SchedulerService:
             pod_initial_backoff=float(config.pod_initial_backoff_seconds),
             pod_max_backoff=float(config.pod_max_backoff_seconds),
             pending_pods_metric=self.metrics.set_pending,
-            incoming_pods_metric=self.metrics.queue_incoming_pod,
+            incoming_pods_metric=self.metrics.queue_incoming_pods,
         )
         self.writer = _Writer(client, self.frameworks)
         # PodDisruptionBudgets, which preemption tries not to violate.

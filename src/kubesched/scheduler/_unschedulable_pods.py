@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 
 from kubesched.api import Pod
 from kubesched.framework import QueuedPodInfo
-from kubesched.scheduler._metrics import IncomingPodsMetric
 
 #: The sub-queue's name in metrics and logs.
 UNSCHEDULABLE = "unschedulable"
@@ -23,20 +22,25 @@ class UnschedulablePods:
 
     name = UNSCHEDULABLE
 
-    def __init__(self, plugins_with_events: Collection[str], incoming: IncomingPodsMetric) -> None:
+    def __init__(self, plugins_with_events: Collection[str], incoming: dict[str, int]) -> None:
         """``plugins_with_events``: the plugins that registered the events that may move the
-        pods they reject."""
+        pods they reject; ``incoming`` counts the pods arriving here by event."""
         self._registered = plugins_with_events
         self._incoming = incoming
         self._pods: dict[str, QueuedPodInfo] = {}
         self._gated: set[str] = set()
+        #: How many pods wait here, and how many of them are gated (the containers' own
+        #: ``__len__``, cheap on the hot path).
+        self.size: Callable[[], int] = self._pods.__len__
+        self.gated_size: Callable[[], int] = self._gated.__len__
         self._catch_all: set[str] = set()
 
     def add(self, qpi: QueuedPodInfo, event: str) -> None:
         """``addOrUpdate``: a pod not here yet counts as incoming, for ``event``."""
         uid = qpi.pod.metadata.uid
         if uid not in self._pods:
-            self._incoming(UNSCHEDULABLE, event)
+            counts = self._incoming
+            counts[event] = counts.get(event, 0) + 1
         self._pods[uid] = qpi
         if qpi.gated_by:
             self._gated.add(uid)
@@ -58,18 +62,8 @@ class UnschedulablePods:
     def get(self, uid: str) -> QueuedPodInfo | None:
         return self._pods.get(uid)
 
-    def __contains__(self, uid: str) -> bool:
-        return uid in self._pods
-
-    def __len__(self) -> int:
-        return len(self._pods)
-
     def gated(self, uid: str) -> bool:
         return uid in self._gated
-
-    @property
-    def gated_count(self) -> int:
-        return len(self._gated)
 
     def pod_infos(self) -> list[QueuedPodInfo]:
         return list(self._pods.values())

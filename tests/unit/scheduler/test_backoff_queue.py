@@ -39,15 +39,11 @@ def qinfo(
 
 
 def make(
-    clock: Clock, *, windowed: bool = True, calls: list[tuple[str, str]] | None = None
+    clock: Clock, *, windowed: bool = True, incoming: dict[str, int] | None = None
 ) -> BackoffQueue:
-    def incoming(queue: str, event: str) -> None:
-        if calls is not None:
-            calls.append((queue, event))
-
     return BackoffQueue(
         priority_first,
-        incoming,
+        {} if incoming is None else incoming,
         initial=1.0,
         maximum=10.0,
         clock=clock,
@@ -92,11 +88,11 @@ def test_completed_backoffs_leave_both_heaps_in_expiry_order() -> None:
     assert q.pop_all_backoff_completed() == []
     clock.now = 102.5
     assert q.pop_all_backoff_completed() == [early, erred]
-    assert len(q) == 1
+    assert q.size() == 1
     assert "late" in [p.metadata.name for p in q.pods()]
     clock.now = 200.0
     assert q.pop_all_backoff_completed() == [late]
-    assert len(q) == 0
+    assert q.size() == 0
 
 
 def test_pop_backoff_takes_rejected_pods_only_by_window_then_priority() -> None:
@@ -112,14 +108,15 @@ def test_pop_backoff_takes_rejected_pods_only_by_window_then_priority() -> None:
 
 
 def test_only_adds_count_as_incoming() -> None:
-    calls: list[tuple[str, str]] = []
-    q = make(Clock(100.0), calls=calls)
+    incoming: dict[str, int] = {}
+    q = make(Clock(100.0), incoming=incoming)
     qpi = qinfo("p", attempts=1, at=100.0)
     q.add(qpi, "ScheduleAttemptFailure")
     q.update(qpi)
     assert q.delete(qpi.pod.metadata.uid)
     assert not q.delete(qpi.pod.metadata.uid)
-    assert calls == [("backoff", "ScheduleAttemptFailure")]
+    q.add(qpi, "NodeAdd")
+    assert incoming == {"ScheduleAttemptFailure": 1, "NodeAdd": 1}
 
 
 def test_a_pod_moves_between_heaps_when_readded() -> None:
@@ -130,9 +127,9 @@ def test_a_pod_moves_between_heaps_when_readded() -> None:
     assert q.pop_backoff() is None  # an erring pod waits out its backoff
     qpi.unschedulable_plugins = {"Fit"}
     q.add(qpi, "ScheduleAttemptFailure")
-    assert len(q) == 1
+    assert q.size() == 1
     assert q.pop_backoff() is qpi
-    assert len(q) == 0
+    assert q.size() == 0
 
 
 def test_many_deletes_keep_the_heaps_in_order() -> None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from prometheus_client import generate_latest
 
+from builders import make_pod
 from kubesched.framework import Code
-from kubesched.scheduler import SchedulerMetrics
+from kubesched.scheduler import SchedulerMetrics, SchedulingQueue
 
 
 def value(m: SchedulerMetrics, name: str, **labels: str) -> float | None:
@@ -68,13 +69,16 @@ def test_pending_pods_follow_the_latest_counts() -> None:
 
 def test_queue_incoming_pods_are_counted_per_queue_and_event() -> None:
     m = SchedulerMetrics()
+    q = SchedulingQueue(less=lambda a, b: False, incoming_pods_metric=m.queue_incoming_pods)
     name = "scheduler_queue_incoming_pods_total"
     assert value(m, name, queue="active", event="UnschedulablePodAdd") is None
-    m.queue_incoming_pod("active", "UnschedulablePodAdd")
-    m.queue_incoming_pod("active", "UnschedulablePodAdd")
-    m.queue_incoming_pod("backoff", "NodeAdd")
+    q.add(make_pod("a"))
+    q.add(make_pod("b"))
+    qpi = q.try_pop()
+    assert qpi is not None
+    q.add_unschedulable_if_not_present(qpi, q.scheduling_cycle)  # an error: to backoffQ
     assert value(m, name, queue="active", event="UnschedulablePodAdd") == 2
-    assert value(m, name, queue="backoff", event="NodeAdd") == 1
-    assert value(m, name, queue="unschedulable", event="NodeAdd") is None
+    assert value(m, name, queue="backoff", event="ScheduleAttemptFailure") == 1
+    assert value(m, name, queue="unschedulable", event="ScheduleAttemptFailure") is None
     text = generate_latest(m.registry).decode()
-    assert 'scheduler_queue_incoming_pods_total{event="NodeAdd",queue="backoff"} 1.0' in text
+    assert "# TYPE scheduler_queue_incoming_pods_total counter" in text

@@ -20,41 +20,41 @@ def uid(qpi: QueuedPodInfo) -> str:
 
 
 def test_a_pod_counts_as_incoming_when_it_arrives_not_when_updated() -> None:
-    calls: list[tuple[str, str]] = []
-    pods = UnschedulablePods({"Fit"}, lambda q, e: calls.append((q, e)))
+    incoming: dict[str, int] = {}
+    pods = UnschedulablePods({"Fit"}, incoming)
     qpi = qinfo("p", "Fit")
     pods.add(qpi, "ScheduleAttemptFailure")
     pods.add(qpi, "UnschedulablePodUpdate")
-    assert calls == [("unschedulable", "ScheduleAttemptFailure")]
+    assert incoming == {"ScheduleAttemptFailure": 1}
     assert pods.delete(uid(qpi))
     assert not pods.delete(uid(qpi))
     pods.add(qpi, "NodeAdd")
-    assert calls[-1] == ("unschedulable", "NodeAdd")
+    assert incoming == {"ScheduleAttemptFailure": 1, "NodeAdd": 1}
 
 
 def test_gated_pods_are_kept_apart_and_follow_updates() -> None:
-    pods = UnschedulablePods({"Fit", "SchedulingGates"}, lambda q, e: None)
+    pods = UnschedulablePods({"Fit", "SchedulingGates"}, {})
     gated = qinfo("g", "SchedulingGates", gated_by="SchedulingGates")
     plain = qinfo("p", "Fit")
     pods.add(gated, "UnschedulablePodAdd")
     pods.add(plain, "ScheduleAttemptFailure")
-    assert (len(pods), pods.gated_count) == (2, 1)
+    assert (pods.size(), pods.gated_size()) == (2, 1)
     assert pods.gated(uid(gated))
     assert not pods.gated(uid(plain))
     gated.gated_by = ""
     pods.add(gated, "UnschedulablePodUpdate")
-    assert pods.gated_count == 0
+    assert pods.gated_size() == 0
     gated.gated_by = "SchedulingGates"
     pods.add(gated, "UnschedulablePodUpdate")
     pods.delete(uid(gated))
-    assert (len(pods), pods.gated_count) == (1, 0)
+    assert (pods.size(), pods.gated_size()) == (1, 0)
     assert pods.get(uid(plain)) is plain
     assert pods.get(uid(gated)) is None
     assert [p.metadata.name for p in pods.pods()] == ["p"]
 
 
 def test_pods_any_event_moves_are_those_without_a_registered_rejector() -> None:
-    pods = UnschedulablePods({"Fit"}, lambda q, e: None)
+    pods = UnschedulablePods({"Fit"}, {})
     erred = qinfo("erred")
     fit = qinfo("fit", "Fit")
     silent = qinfo("silent", "Fit", "NoEvents")  # NoEvents registered nothing
