@@ -220,32 +220,28 @@ class SchedulingQueue:
         if self._active_q.update_in_flight(old, new, events):
             self._nominator.update_nominated_pod(old or new, PodInfo.of(new))
             return
-        qpi = self._active_q.get(uid)
-        if qpi is not None:
-            qpi.pod_info = PodInfo.of(new)
-            self._active_q.update(qpi)  # re-sorted: the priority may have changed
-            self._nominator.update_nominated_pod(old or new, qpi.pod_info)
-            return
-        qpi = self._backoff_q.get(uid)
-        if qpi is not None:
-            qpi.pod_info = PodInfo.of(new)
-            self._backoff_q.update(qpi)
-            self._nominator.update_nominated_pod(old or new, qpi.pod_info)
-            return
-        qpi = self._unschedulable_pods.get(uid)
-        if qpi is not None:
-            qpi.pod_info = PodInfo.of(new)
-            self._nominator.update_nominated_pod(old or new, qpi.pod_info)
-            for event in events:
-                strategy, plugin = self._worth_requeuing(qpi, event, old, new)
-                if strategy == _Strategy.SKIP:
-                    continue
-                where = self._requeue(qpi, strategy, event_label(event), plugin)
-                if where == ACTIVE or (self._pop_from_backoff and where == BACKOFF):
-                    break
+        part = self._location.get(uid)
+        if part is None:
+            self._move_to_active(self._new_queued_pod_info(new), _UNSCHEDULED_POD_UPDATE)
             self._report()
             return
-        self._move_to_active(self._new_queued_pod_info(new), _UNSCHEDULED_POD_UPDATE)
+        qpi = part.get(uid)
+        assert qpi is not None  # the index and the sub-queue agree (_enter, _leave)
+        qpi.pod_info = PodInfo.of(new)
+        self._nominator.update_nominated_pod(old or new, qpi.pod_info)
+        if part is self._active_q:
+            self._active_q.update(qpi)  # re-sorted: the priority may have changed
+            return
+        if part is self._backoff_q:
+            self._backoff_q.update(qpi)
+            return
+        for event in events:
+            strategy, plugin = self._worth_requeuing(qpi, event, old, new)
+            if strategy == _Strategy.SKIP:
+                continue
+            where = self._requeue(qpi, strategy, event_label(event), plugin)
+            if where == ACTIVE or (self._pop_from_backoff and where == BACKOFF):
+                break
         self._report()
 
     def delete(self, pod: Pod) -> None:
