@@ -568,7 +568,7 @@ class SchedulingQueue:
         qpi = self._get_queued(uid)
         if qpi is not None:
             return qpi.pod
-        return self._active_q.in_flight_pod(uid)
+        return self._active_q.in_flight_pod(uid) if self._active_q.in_flight(uid) else None
 
     def _new_queued_pod_info(self, pod: Pod) -> QueuedPodInfo:
         now = self._clock()
@@ -637,7 +637,7 @@ class SchedulingQueue:
         self, pods: Iterable[QueuedPodInfo], event: ClusterEvent, old: Any, new: Any
     ) -> None:
         """``movePodsToActiveOrBackoffQueue`` for pods currently in unschedulablePods."""
-        label = event_label(event)
+        label = ""  # the event's label, once a pod moves (most events move none)
         waiting, location = self._unschedulable_pods, self._location
         for qpi in list(pods):
             uid = qpi.pod.metadata.uid
@@ -652,6 +652,7 @@ class SchedulingQueue:
             if strategy == _Strategy.SKIP:
                 continue
             self._leave(uid)
+            label = label or event_label(event)
             self._requeue(qpi, strategy, label, plugin)
         self._move_request_cycle = self._active_q.scheduling_cycle
         self._active_q.add_event_if_any_in_flight(event, old, new)
