@@ -106,7 +106,8 @@ class ActiveQueue:
         self.size: Callable[[], int] = self._entries.__len__
         self._heap: list[_Item] = []
         self._dead = 0
-        self._cycle = 0
+        #: How many pods have been popped; the cycle of the pod popped last.
+        self.scheduling_cycle = 0
         self._closed = False
         self._wakeup = asyncio.Event()
 
@@ -162,14 +163,22 @@ class ActiveQueue:
         """
         if self._closed:
             return None
-        qpi = self._pop_head()
-        if qpi is None:
-            qpi = None if self._backoff is None else self._backoff.pop_backoff()
-            if qpi is None:
+        heap = self._heap
+        while heap:
+            entry: _Entry = heapq.heappop(heap)[-1]
+            if entry.alive:
+                qpi = entry.qpi
+                uid = qpi.pod.metadata.uid
+                del self._entries[uid]
+                break
+            self._dead -= 1
+        else:
+            backoff = None if self._backoff is None else self._backoff.pop_backoff()
+            if backoff is None:
                 return None
+            qpi, uid = backoff, backoff.pod.metadata.uid
             counts = self._incoming
             counts[POP_FROM_BACKOFF_Q] = counts.get(POP_FROM_BACKOFF_Q, 0) + 1
-        uid = qpi.pod.metadata.uid
         qpi.attempts += 1
         # Fresh sets, not cleared ones: the last attempt's may still be read elsewhere. An
         # empty one is kept (most pods were never rejected).
@@ -180,7 +189,7 @@ class ActiveQueue:
         self._seq += 1
         self._in_flight[uid] = self._seq
         self._in_flight_pods[uid] = qpi.pod
-        self._cycle += 1
+        self.scheduling_cycle += 1
         return qpi
 
     async def wait(self) -> None:
@@ -200,11 +209,6 @@ class ActiveQueue:
     @property
     def closed(self) -> bool:
         return self._closed
-
-    @property
-    def scheduling_cycle(self) -> int:
-        """How many pods have been popped; the cycle of the pod popped last."""
-        return self._cycle
 
     # -- in flight -----------------------------------------------------------------------------
 
@@ -298,13 +302,3 @@ class ActiveQueue:
         self._entries[uid] = entry
         heapq.heappush(self._heap, entry.item())
         self._wakeup.set()
-
-    def _pop_head(self) -> QueuedPodInfo | None:
-        heap = self._heap
-        while heap:
-            entry: _Entry = heapq.heappop(heap)[-1]
-            if entry.alive:
-                del self._entries[entry.qpi.pod.metadata.uid]
-                return entry.qpi
-            self._dead -= 1
-        return None

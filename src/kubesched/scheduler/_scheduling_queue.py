@@ -255,7 +255,8 @@ class SchedulingQueue:
         if self._leave(uid):
             self._report()
         self._not_yet_active.discard(uid)
-        self._active_q.delete_in_flight(uid)
+        if self._active_q.in_flight(uid):
+            self._active_q.delete_in_flight(uid)
 
     def activate(self, pods: Iterable[Pod]) -> None:
         """``Activate``: move pods from unschedulablePods or backoffQ to activeQ now.
@@ -565,9 +566,10 @@ class SchedulingQueue:
         return None if part is None else part.get(uid)
 
     def _known_pod(self, uid: str) -> Pod | None:
-        qpi = self._get_queued(uid)
-        if qpi is not None:
-            return qpi.pod
+        part = self._location.get(uid)
+        if part is not None:
+            qpi = part.get(uid)
+            return None if qpi is None else qpi.pod
         return self._active_q.in_flight_pod(uid) if self._active_q.in_flight(uid) else None
 
     def _new_queued_pod_info(self, pod: Pod) -> QueuedPodInfo:
