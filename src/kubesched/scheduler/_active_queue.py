@@ -267,10 +267,6 @@ class ActiveQueue:
         i = bisect.bisect_right(events, start, lo=self._events_head, key=lambda e: e.seq)
         return events[i:]
 
-    def in_flight_events(self) -> list[InFlightEvent]:
-        """The events kept for the pods in flight, oldest first."""
-        return self._events[self._events_head :]
-
     def done(self, uid: str) -> None:
         """The attempt for the pod is over; events no pod in flight needs are dropped."""
         if self._in_flight.pop(uid, None) is None:
