@@ -34,6 +34,7 @@ import msgspec
 import yaml
 
 from kubesched.api import Node, ObjectList, Pod
+from kubesched.bench._errors import BenchError
 from kubesched.bench._http import FastClient
 from kubesched.bench._placement import check_placement
 from kubesched.bench._proc import ProcessSample, sample
@@ -60,10 +61,6 @@ CLIENT_BURST = 5000
 #: create faster here (the API server is the limit) and take API server time from the scheduler.
 CREATE_CONCURRENCY = 16
 THROUGHPUT_INTERVAL = 1.0
-
-
-class BenchError(Exception):
-    """A run could not be set up or carried out."""
 
 
 @dataclass(slots=True)
@@ -149,6 +146,9 @@ class _PodTimes:
         pass
 
     def on_synced(self) -> None:
+        pass
+
+    def on_undecodable(self, key: str) -> None:
         pass
 
     def bound_among(self, names: Sequence[str]) -> int:
@@ -480,7 +480,6 @@ __all__ = [
     "CLIENT_BURST",
     "CLIENT_QPS",
     "SCHEDULERS",
-    "BenchError",
     "E2EResult",
     "run_e2e",
     "run_one",

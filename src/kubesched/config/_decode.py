@@ -25,7 +25,7 @@ import difflib
 import re
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, Final, TypeVar, get_args, get_origin
 
 import msgspec
@@ -109,12 +109,19 @@ def _msgspec_convert(tp: Any, raw: Any, path: str, errors: list[FieldError]) -> 
         return _INVALID
 
 
-def _unknown_field(path: str, key: str, known: list[str]) -> FieldError:
+def closest(name: str, known: Iterable[str]) -> str | None:
+    """The known name ``name`` most likely misspells (same letters in another case first)."""
+    known = list(known)
     lowered = {k.lower(): k for k in known}
-    guess = lowered.get(key.lower())
+    guess = lowered.get(name.lower())
     if guess is None:
-        close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
         guess = close[0] if close else None
+    return guess
+
+
+def _unknown_field(path: str, key: str, known: list[str]) -> FieldError:
+    guess = closest(key, known)
     hint = f' (did you mean "{guess}"?)' if guess else ""
     return FieldError(child(path, key), f"Unknown field{hint}")
 

@@ -1,7 +1,8 @@
-"""Reading a configuration file: YAML → strict decoding → defaulting → validation.
+"""Reading a configuration file: YAML → conversion → strict decoding → defaulting → validation.
 
 The steps are kube-scheduler's: the document must be ``kubescheduler.config.k8s.io/v1`` /
-``KubeSchedulerConfiguration``; it is decoded strictly (unknown or repeated fields are errors),
+``KubeSchedulerConfiguration`` (``v1beta1`` to ``v1beta3`` are converted to it first, with a
+warning per converted field); it is decoded strictly (unknown or repeated fields are errors),
 including the args of in-tree plugins; defaults are applied; the result is validated. Problems are
 collected across a step and raised together as a :class:`ConfigError`; no step raises anything
 else for bad input.
@@ -9,24 +10,36 @@ else for bad input.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+import logging
+from collections.abc import Callable, Collection, Hashable, Mapping
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import yaml
 
+from kubesched.config._convert import convert_config
 from kubesched.config._decode import decode_struct, to_builtins, type_name
 from kubesched.config._defaults import args_types_for, check_user_plugins, set_defaults
 from kubesched.config._errors import ConfigError, FieldError
 from kubesched.config._features import DEFAULT_FEATURE_GATES, FeatureGates
+from kubesched.config._legacy import RETIRED_VERSIONS
+from kubesched.config._registered import check_plugin_names
 from kubesched.config._types import API_VERSION, KIND, KubeSchedulerConfiguration
 from kubesched.config._validation import collect_errors
 
-_RETIRED_VERSIONS = frozenset(
-    f"kubescheduler.config.k8s.io/{v}"
-    for v in ("v1alpha1", "v1alpha2", "v1beta1", "v1beta2", "v1beta3")
-)
+log = logging.getLogger(__name__)
+
+Warn = Callable[[FieldError], None]
+"""Receives each warning: a field converted from an older version, a name that matches no plugin."""
+
+
+def _log_warning(source: str | None) -> Warn:
+    def warn(warning: FieldError) -> None:
+        log.warning("%s%s", f"{source}: " if source else "", warning)
+
+    return warn
+
 
 _BaseLoader: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -101,7 +114,7 @@ def _check_type_meta(data: Mapping[str, Any]) -> list[FieldError]:
     kind = data.get("kind")
     if api_version in (None, ""):
         errors.append(FieldError.required("apiVersion", f"must be {API_VERSION}"))
-    elif api_version in _RETIRED_VERSIONS:
+    elif api_version in RETIRED_VERSIONS:
         errors.append(
             FieldError.invalid(
                 "apiVersion",
@@ -124,17 +137,23 @@ def load_config_from_dict(
     *,
     features: FeatureGates | None = None,
     plugin_args_types: Mapping[str, type[msgspec.Struct]] | None = None,
+    plugin_names: Collection[str] | None = None,
+    warn: Warn | None = None,
     source: str | None = None,
 ) -> KubeSchedulerConfiguration:
     """Decode, default and validate a configuration given as plain data (parsed YAML or JSON).
 
-    ``data`` must carry ``apiVersion: kubescheduler.config.k8s.io/v1`` and
+    ``data`` must carry ``apiVersion: kubescheduler.config.k8s.io/v1`` (or ``v1beta1`` to
+    ``v1beta3``, converted first: see :func:`convert_config`) and
     ``kind: KubeSchedulerConfiguration``. ``features`` are the feature gates to behave as
     (v1.34 defaults when omitted). ``plugin_args_types`` maps names of plugins outside this
     package to their args types, so their ``pluginConfig`` entries are decoded and validated with
-    the same error paths (see :func:`decode_args`). ``source`` names the origin in error messages.
-    Raises :class:`ConfigError` listing every problem.
+    the same error paths (see :func:`decode_args`). ``plugin_names``, the registered plugins,
+    makes an enabled name outside them an error here, and a name under ``disabled`` or
+    ``pluginConfig`` outside them a warning. ``warn`` receives each warning (default: logged).
+    ``source`` names the origin in messages. Raises :class:`ConfigError` listing every problem.
     """
+    warn = warn or _log_warning(source)
     features = features or DEFAULT_FEATURE_GATES
     args_types_for(plugin_args_types)  # reject a clash with an in-tree plugin early
     if data is None:
@@ -144,6 +163,12 @@ def load_config_from_dict(
             [FieldError("", f"expected a {KIND} object, got {type_name(data)}")],
             source=source,
         )
+    try:
+        data, converted = convert_config(data)
+    except ConfigError as exc:
+        raise ConfigError(exc.errors, source=source) from None
+    for warning in converted:
+        warn(warning)
     errors = _check_type_meta(data)
     if errors:
         raise ConfigError(errors, source=source)
@@ -161,6 +186,11 @@ def load_config_from_dict(
 
     # Weights are checked on the lists as written, so that paths match the file.
     errors = check_user_plugins(decoded)
+    if plugin_names is not None:
+        name_errors, name_warnings = check_plugin_names(decoded, plugin_names)
+        errors.extend(name_errors)
+        for warning in name_warnings:
+            warn(warning)
     errors.extend(collect_errors(cfg, features=features, plugin_args_types=plugin_args_types))
     if errors:
         raise ConfigError(errors, source=source)
@@ -172,11 +202,14 @@ def load_config(
     *,
     features: FeatureGates | None = None,
     plugin_args_types: Mapping[str, type[msgspec.Struct]] | None = None,
+    plugin_names: Collection[str] | None = None,
+    warn: Warn | None = None,
 ) -> KubeSchedulerConfiguration:
     """Read a ``KubeSchedulerConfiguration`` YAML (or JSON) file; decode, default and validate it.
 
     A missing or unreadable file, YAML that does not parse (the message gives line and column),
-    a wrong ``apiVersion`` or ``kind`` (older versions such as ``v1beta3`` included), an unknown
+    a wrong ``apiVersion`` or ``kind`` (``v1alpha1`` and ``v1alpha2`` included; ``v1beta1`` to
+    ``v1beta3`` are converted), a conversion that cannot keep a field's meaning, an unknown
     field, a value of the wrong type, and every validation problem all raise
     :class:`ConfigError`, whose ``source`` is the file path. See :func:`load_config_from_dict`
     for the other arguments.
@@ -194,7 +227,12 @@ def load_config(
     except ConfigError as exc:
         raise exc.with_source(source) from None
     return load_config_from_dict(
-        data, features=features, plugin_args_types=plugin_args_types, source=source
+        data,
+        features=features,
+        plugin_args_types=plugin_args_types,
+        plugin_names=plugin_names,
+        warn=warn,
+        source=source,
     )
 
 

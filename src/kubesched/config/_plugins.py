@@ -190,7 +190,8 @@ def enabled_plugins(profile: KubeSchedulerProfile) -> EnabledPlugins:
     )
 
 
-def _not_registered(path: str, name: str) -> FieldError:
+def not_registered(path: str, name: str) -> FieldError:
+    """kube-scheduler's error for a profile enabling a plugin it does not have."""
     return FieldError(
         path, f"Not found: {format_value(name)}: no plugin with this name is registered"
     )
@@ -253,7 +254,7 @@ def expand_plugins(
             p_path = index(child(point_path, "enabled"), i)
             implemented = points_of(p.name)
             if implemented is None:
-                errors.append(_not_registered(p_path, p.name))
+                errors.append(not_registered(p_path, p.name))
             elif point not in implemented:
                 errors.append(
                     FieldError.invalid(p_path, p.name, f"plugin does not implement {point}")
@@ -273,7 +274,7 @@ def expand_plugins(
             if implemented is None:
                 if point == EXTENSION_POINTS[0]:
                     p_path = index(child(child(path, "multiPoint"), "enabled"), i)
-                    errors.append(_not_registered(p_path, p.name))
+                    errors.append(not_registered(p_path, p.name))
                 continue
             if point not in implemented or p.name in disabled:
                 continue

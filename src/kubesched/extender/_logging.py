@@ -1,5 +1,7 @@
 """Log levels as kube-safe-scheduler's agents read ``LOG_LEVEL``: TRACE, DEBUG, INFO, WARNING,
-ERROR (any case); anything else falls back to INFO with a warning.
+ERROR, ALERT (any case); anything else falls back to INFO with a warning.
+
+ALERT is the agents' most severe level (colog's, above ERROR): only critical messages.
 
 TRACE logs request and answer bodies (their first 4 KiB); DEBUG one line per request. Both apply
 to kubesched's own loggers; the libraries it uses log at INFO and above.
@@ -20,6 +22,7 @@ LOG_LEVELS: Final = {
     "INFO": logging.INFO,
     "WARNING": logging.WARNING,
     "ERROR": logging.ERROR,
+    "ALERT": logging.CRITICAL,
 }
 
 

@@ -5,6 +5,14 @@ Names follow kube-scheduler's ``pkg/scheduler/framework``: a reader who knows ``
 """
 
 from kubesched.framework._cycle_state import CycleState
+from kubesched.framework._errors import (
+    FilterError,
+    FrameworkError,
+    NoNodesAvailableError,
+    PluginError,
+    ProfileError,
+    ScoreError,
+)
 from kubesched.framework._interface import (
     EXTENSION_POINTS,
     ActionType,
@@ -54,18 +62,14 @@ from kubesched.framework._runtime import (
     MAX_NODE_SCORE,
     MIN_NODE_SCORE,
     Diagnosis,
-    FilterError,
     FitError,
     Framework,
-    FrameworkError,
     Metrics,
     NodeGroup,
-    NoNodesAvailableError,
     ScheduleResult,
-    ScoreError,
 )
 from kubesched.framework._snapshot import WORKLOAD_KINDS, NodeTrial, Snapshot
-from kubesched.framework._status import Code, Status, is_success
+from kubesched.framework._status import SKIP, Code, Status, is_success
 from kubesched.framework._store import ObjectStore, StoredObject
 from kubesched.framework._table import (
     BoolArray,
@@ -81,6 +85,7 @@ __all__ = [
     "EXTENSION_POINTS",
     "MAX_NODE_SCORE",
     "MIN_NODE_SCORE",
+    "SKIP",
     "WORKLOAD_KINDS",
     "APIClient",
     "ActionType",
@@ -117,6 +122,7 @@ __all__ = [
     "ObjectStore",
     "PermitPlugin",
     "Plugin",
+    "PluginError",
     "PodActivator",
     "PodEvictor",
     "PodGroup",
@@ -130,6 +136,7 @@ __all__ = [
     "PreFilterPlugin",
     "PreFilterResult",
     "PreScorePlugin",
+    "ProfileError",
     "QueueSortPlugin",
     "QueuedPodInfo",
     "QueueingHint",

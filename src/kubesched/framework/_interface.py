@@ -365,6 +365,9 @@ class WatchedKind:
     #: (``nodefeatures.v1alpha1.nfd.k8s-sigs.io``).
     resource: str
     namespaced: bool = True
+    #: Only objects with these labels (a label selector, ``key`` or ``key=value``, as
+    #: ``kubectl -l`` takes it): a plugin reading a few pods does not hold every pod twice.
+    label_selector: str | None = None
 
 
 class Plugin:

@@ -22,6 +22,13 @@ from kubesched.api import Pod
 from kubesched.config import format_duration
 from kubesched.framework._cycle_state import CycleState
 from kubesched.framework._equivalence import BailError, EquivalenceCache, Filtered, Record
+from kubesched.framework._errors import (
+    FilterError,
+    FrameworkError,
+    NoNodesAvailableError,
+    ProfileError,
+    ScoreError,
+)
 from kubesched.framework._interface import (
     APIClient,
     BindPlugin,
@@ -69,17 +76,6 @@ MIN_NODE_SCORE = 0
 NO_NODE_AVAILABLE_MSG = "0/{} nodes are available"
 
 
-class FrameworkError(Exception):
-    """A profile that cannot be built: unknown plugin, plugin at a point it does not implement."""
-
-
-class NoNodesAvailableError(Exception):
-    """``ErrNoNodesAvailable``: the cluster has no nodes at all."""
-
-    def __init__(self) -> None:
-        super().__init__("no nodes available to schedule pods")
-
-
 class Metrics(Protocol):
     """Where the runtime reports durations (kube-scheduler's framework metrics)."""
 
@@ -117,7 +113,7 @@ class Diagnosis:
         return sum(len(g.slots) for g in self.groups)
 
 
-class FitError(Exception):
+class FitError(FrameworkError):
     """The pod fits on no node; ``str()`` is kube-scheduler's FailedScheduling message."""
 
     def __init__(self, pod: Pod, diagnosis: Diagnosis) -> None:
@@ -248,21 +244,21 @@ class Framework:
             for name, weight in enabled:
                 cls = registry.get(name)
                 if cls is None:
-                    raise FrameworkError(f"{point}: plugin {name!r} does not exist")
+                    raise ProfileError(f"{point}: plugin {name!r} does not exist")
                 if point not in extension_points_of(cls):
-                    raise FrameworkError(f"plugin {name!r} does not extend {point} plugin")
+                    raise ProfileError(f"plugin {name!r} does not extend {point} plugin")
                 plugin = self._instances.get(name)
                 if plugin is None:
                     plugin = self._instances[name] = cls(self, args.get(name))
                 if any(e.plugin is plugin for e in points.get(point, [])):
-                    raise FrameworkError(f"plugin {name!r} already registered as {point!r}")
+                    raise ProfileError(f"plugin {name!r} already registered as {point!r}")
                 points.setdefault(point, []).append(_Enabled(plugin, weight or 1))
         self._points = points
         if len(points.get("queueSort", [])) != 1:
             found = len(points.get("queueSort", []))
-            raise FrameworkError(f"only one queue sort plugin can be enabled, found {found}")
+            raise ProfileError(f"only one queue sort plugin can be enabled, found {found}")
         if not points.get("bind"):
-            raise FrameworkError("at least one bind plugin is needed")
+            raise ProfileError("at least one bind plugin is needed")
         self.pre_enqueue_plugins = self._of(PreEnqueuePlugin, "preEnqueue")
         self.queue_sort = self._of(QueueSortPlugin, "queueSort")[0]
         self.pre_filter_plugins = self._of(PreFilterPlugin, "preFilter")
@@ -450,7 +446,7 @@ class Framework:
                 state.skip_filter_plugins.add(p.name)
                 continue
             if s is not None and s.code != Code.SUCCESS:
-                s.with_plugin(p.name)
+                s = s.with_plugin(p.name)
                 if s.code == Code.UNSCHEDULABLE:
                     status = s
                     continue
@@ -1069,16 +1065,3 @@ def _go_list(items: Sequence[str]) -> str:
 def _go_quote(s: str) -> str:
     """Go's ``%q`` for plain names."""
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-class FilterError(Exception):
-    """A Filter (or PreFilter) plugin returned Error: the attempt fails and the pod backs off."""
-
-    def __init__(self, plugin: str, status: Status) -> None:
-        super().__init__(status.message)
-        self.plugin = plugin
-        self.status = status
-
-
-class ScoreError(FilterError):
-    """A PreScore, Score or NormalizeScore plugin returned Error."""

@@ -12,6 +12,7 @@ import asyncio
 import base64
 import builtins
 import contextlib
+import copy
 import os
 import urllib.parse
 import urllib.request
@@ -278,6 +279,14 @@ class APIClient:
             namespace=config.namespace,
             max_in_flight=max_in_flight,
         )
+
+    def with_own_limiter(self) -> APIClient:
+        """A client over the same connections with a rate limiter of its own (same ``qps`` and
+        ``burst``), as kube-scheduler gives its event recorder a clientset of its own: events
+        then never wait behind bindings for tokens. Close only the original."""
+        sibling = copy.copy(self)
+        sibling.limiter = TokenBucket(self.limiter.qps, self.limiter.burst)
+        return sibling
 
     @property
     def base_url(self) -> str:

@@ -1,7 +1,9 @@
 """Events (``events.k8s.io/v1``) and the pod status writes kube-scheduler makes.
 
 :class:`EventRecorder` follows client-go's events/v1 broadcaster: recording never blocks (a
-bounded queue, sent by background tasks, overflow dropped and counted), and an event identical
+bounded queue, sent by background tasks, overflow dropped and counted; a caller that can wait
+awaits :meth:`EventRecorder.room` first, so that events are dropped only while writes fail),
+and an event identical
 in type, action, reason, reporting controller, ``regarding`` and ``related`` to one recorded
 recently is folded into the first one's ``series`` instead of creating another Event: the
 second occurrence patches ``series.count`` to 2 at once, later ones only bump the count in
@@ -30,7 +32,13 @@ import msgspec
 
 from kubesched.api import Pod, PodCondition
 from kubesched.kube._client import APIClient, api_path
-from kubesched.kube._errors import AlreadyExists, APIError, NotFound, with_retries
+from kubesched.kube._errors import (
+    AlreadyExists,
+    APIError,
+    NotFound,
+    TemporaryAPIError,
+    with_retries,
+)
 
 __all__ = [
     "ACTION_BINDING",
@@ -185,7 +193,7 @@ class EventRecorder:
         reporting_controller: str = "default-scheduler",
         reporting_instance: str | None = None,
         queue_size: int = 1000,
-        workers: int = 4,
+        workers: int = 8,
         max_cached: int = 4096,
         finish_after: float = 360.0,
         refresh_every: float = 1800.0,
@@ -205,6 +213,10 @@ class EventRecorder:
         self._tasks: list[asyncio.Task[None]] = []
         self._last_name = ""
         self._last_refresh = clock()
+        # Set when a write frees a place in the queue (:meth:`room`).
+        self._room = asyncio.Event()
+        # Whether the last write failed: waiting for room would then stall callers for nothing.
+        self.failing = False
         # Counters.
         self.recorded = 0
         self.aggregated = 0
@@ -294,6 +306,18 @@ class EventRecorder:
         """Writes waiting in the queue."""
         return self._queue.qsize()
 
+    @property
+    def full(self) -> bool:
+        """Whether an event recorded now would be dropped."""
+        return self._queue.full()
+
+    async def room(self) -> None:
+        """Wait until an event recorded next would be queued, unless writes are failing (the
+        API server is down: then it is dropped, rather than holding the caller)."""
+        while self._queue.full() and not self.failing and self._tasks:
+            self._room.clear()
+            await self._room.wait()
+
     # --- background --------------------------------------------------------------------------
 
     def start(self) -> None:
@@ -328,6 +352,7 @@ class EventRecorder:
     async def _worker(self) -> None:
         while True:
             item = await self._queue.get()
+            self._room.set()
             try:
                 await self._send(item)
             except asyncio.CancelledError:
@@ -409,12 +434,17 @@ class EventRecorder:
                 lambda: self._client.post(path, event), attempts=3, initial_delay=0.5
             )
             self.sent += 1
+            self.failing = False
         except AlreadyExists:
             if event.series is not None:
                 raise
             log.debug("event %s already exists", event.metadata.name)
         except APIError as exc:
             self.failed += 1
+            # A temporary error outlived its retries: the server cannot take writes now.
+            self.failing = isinstance(exc, TemporaryAPIError)
+            if self.failing:
+                self._room.set()
             log.warning(
                 "event %s (%s %s) rejected: %s",
                 event.metadata.name,

@@ -95,6 +95,10 @@ class EventHandler(Protocol[T_contra]):
     def on_synced(self) -> None:
         """The first list has been delivered (client-go's ``HasSynced`` turning true)."""
 
+    def on_undecodable(self, key: str) -> None:
+        """The object under ``key`` changed but could not be decoded; the store keeps what it
+        had (or, for a deletion of an object it had, delivers ``on_delete`` too)."""
+
 
 class ResourceEventHandler(Generic[T]):
     """An :class:`EventHandler` doing nothing: subclass and override what you need."""
@@ -110,6 +114,9 @@ class ResourceEventHandler(Generic[T]):
 
     def on_synced(self) -> None:
         """See :meth:`EventHandler.on_synced`."""
+
+    def on_undecodable(self, key: str) -> None:
+        """See :meth:`EventHandler.on_undecodable`."""
 
 
 class Store(Generic[T]):
@@ -249,7 +256,7 @@ class Reflector(Generic[T]):
     ``await run()`` in a task of your own) and ``await wait_synced()``. ``handler`` gets
     ``on_add`` / ``on_update`` / ``on_delete`` and, once, ``on_synced``; an exception from it is
     logged and does not stop the reflector. An object that fails to decode into ``type`` is
-    logged with its namespace/name and skipped.
+    logged with its namespace/name, counted, skipped and reported to ``on_undecodable``.
 
     ``min_watch_timeout`` (seconds) sets each watch's ``timeoutSeconds`` to a random value
     between it and twice it. ``backoff`` paces reconnects (default 0.8 s doubling to 30 s,
@@ -501,7 +508,15 @@ class Reflector(Generic[T]):
             return self._decoder.decode(raw)
         except msgspec.DecodeError as exc:
             self.decode_errors += 1
-            log.warning("%s: skipping %s in %s: %s", self.name, _describe(_peek(raw)), what, exc)
+            meta = _peek(raw)
+            log.warning("%s: skipping %s in %s: %s", self.name, _describe(meta), what, exc)
+            if self.handler is not None and meta.name:
+                key = f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
+                try:
+                    self.handler.on_undecodable(key)
+                except Exception:
+                    self.handler_errors += 1
+                    log.exception("%s: on_undecodable(%s) failed", self.name, key)
             return None
 
     def _replace(self, items: Iterable[T]) -> None:
@@ -573,9 +588,16 @@ class Reflector(Generic[T]):
         self.events += 1
         obj = self._decode_object(event.object, f"{kind} event")
         if obj is None:
-            rv = _peek(event.object).resource_version
+            meta = _peek(event.object)
+            rv = meta.resource_version
             if rv and isinstance(rv, str):
                 self._rv = rv
+            if kind == "DELETED" and meta.name:
+                # Gone all the same: what the store had is what was deleted.
+                key = f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
+                old = self.store._items.pop(key, None)
+                if old is not None:
+                    self._emit_delete(old)
             return
         key = object_key(obj)
         items = self.store._items

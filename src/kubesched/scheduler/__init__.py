@@ -1,5 +1,6 @@
 """The standalone scheduler: queue, cache, the scheduling and binding cycles, and ``run``."""
 
+from kubesched.scheduler._assembly import events_to_register, new_scheduler
 from kubesched.scheduler._cache import Cache, CacheError
 from kubesched.scheduler._health import HealthServer
 from kubesched.scheduler._metrics import SchedulerMetrics
@@ -25,5 +26,7 @@ __all__ = [
     "SchedulerMetrics",
     "SchedulerService",
     "SchedulingQueue",
+    "events_to_register",
+    "new_scheduler",
     "serve",
 ]

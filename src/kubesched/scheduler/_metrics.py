@@ -6,10 +6,10 @@ Dashboards and alerts written for kube-scheduler (``scheduler_schedule_attempts_
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 
-from prometheus_client import CollectorRegistry, Gauge
+from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -57,12 +57,25 @@ class SchedulerMetrics(FrameworkMetrics):
         self.queue_incoming_pods: IncomingPodsCounts = {}
         _IncomingPodsCounter(self.queue_incoming_pods, r)
 
+        self.undecodable_objects = Counter(
+            "kubesched_undecodable_objects_total",
+            "Objects the informers could not decode (each retries every unschedulable pod), "
+            "by resource.",
+            ["resource"],
+            registry=r,
+        )
+
         # Pending pods per sub-queue: the gauges read them when scraped, so that the queue's
         # reports (one per pop) are a dict update, without prometheus_client's lock.
         self._pending: dict[str, int] = {}
         # As kube-scheduler: every queue's series exists from the start, at 0, so dashboards and
         # alerts see an idle scheduler rather than no data.
         self.set_pending(dict.fromkeys(("active", "backoff", "unschedulable", "gated"), 0))
+
+    def count_dropped_events(self, read: Callable[[], Mapping[str, int]]) -> None:
+        """``kubesched_events_dropped_total{profile}``, read from ``read`` (profile -> events
+        the recorder dropped: only while the API server failed to take them) when scraped."""
+        self.registry.register(_DroppedEvents(read))
 
     def attempt(self, result: str, profile: str, seconds: float) -> None:
         self.scheduling_attempt_duration.labels(result, profile).observe(seconds)
@@ -132,3 +145,23 @@ class _AttemptsCounter(Collector):
 
     def _family(self) -> CounterMetricFamily:
         return CounterMetricFamily(self._NAME, self._DOC, labels=["result", "profile"])
+
+
+class _DroppedEvents(Collector):
+    _NAME = "kubesched_events_dropped"
+    _DOC = "Events not written, by profile: dropped while the API server was failing writes."
+
+    def __init__(self, read: Callable[[], Mapping[str, int]]) -> None:
+        self._read = read
+
+    def collect(self) -> Iterator[Metric]:
+        family = self._family()
+        for profile, n in self._read().items():
+            family.add_metric([profile], float(n))
+        yield family
+
+    def describe(self) -> Iterator[Metric]:
+        yield self._family()
+
+    def _family(self) -> CounterMetricFamily:
+        return CounterMetricFamily(self._NAME, self._DOC, labels=["profile"])

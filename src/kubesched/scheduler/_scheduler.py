@@ -11,7 +11,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -19,14 +19,16 @@ import numpy as np
 
 from kubesched.api import Node, Pod
 from kubesched.framework import (
+    ActionType,
+    ClusterEvent,
     Code,
     CycleState,
     Diagnosis,
-    FilterError,
     FitError,
     Framework,
     NodeGroup,
     NoNodesAvailableError,
+    PluginError,
     PodInfo,
     QueuedPodInfo,
     ScheduleResult,
@@ -36,6 +38,7 @@ from kubesched.scheduler._cache import Cache, CacheError
 from kubesched.scheduler._events import (
     EVENT_NODE_ADD,
     EVENT_NODE_DELETE,
+    WILDCARD,
     node_scheduling_properties_change,
 )
 from kubesched.scheduler._metrics import SchedulerMetrics
@@ -60,8 +63,9 @@ YIELD_EVERY_S = 0.001
 class ClusterWriter(Protocol):
     """What the loop writes back to the cluster (the API server, or nothing in simulation)."""
 
-    def scheduled(self, pod: Pod, node: str, profile: str) -> None:
-        """Record the ``Scheduled`` event."""
+    def scheduled(self, pod: Pod, node: str, profile: str) -> Awaitable[None] | None:
+        """Record the ``Scheduled`` event; or, while events cannot be queued, return what the
+        binding cycle awaits to record it (backpressure rather than a lost event)."""
 
     def failed(
         self, pod: Pod, reason: str, message: str, profile: str, nominated_node: str | None
@@ -186,6 +190,17 @@ class Scheduler:
         elif pod.status.nominated_node_name:
             self.queue.assigned_pod_deleted(pod, _priority_at_most(pod))
 
+    def on_undecodable(self, resource: str, key: str) -> None:
+        """An object of ``resource`` changed and could not be decoded: what changed is unknown,
+        so every pod waiting for an event is tried again after its backoff (as kube-scheduler
+        queues a pod when a hint function fails), rather than left waiting for nothing."""
+        if self.metrics is not None:
+            self.metrics.undecodable_objects.labels(resource).inc()
+        log.warning("%s %s could not be decoded; retrying every unschedulable pod", resource, key)
+        self.queue.move_all_to_active_or_backoff(
+            ClusterEvent(WILDCARD, ActionType.ALL, f"{resource}Undecodable")
+        )
+
     # -- the loop ------------------------------------------------------------------------------
 
     async def run(self) -> None:
@@ -257,7 +272,7 @@ class Scheduler:
             return self._fail(fwk, qpi, REASON_UNSCHEDULABLE, str(fit), start, nominated)
         except NoNodesAvailableError as e:
             return self._fail(fwk, qpi, REASON_UNSCHEDULABLE, str(e), start)
-        except FilterError as e:
+        except PluginError as e:
             return self._fail(fwk, qpi, REASON_SCHEDULER_ERROR, str(e), start)
         except Exception as e:  # a plugin bug must not stop the loop or lose the pod
             log.exception("scheduling %s failed", pod.key)
@@ -323,7 +338,9 @@ class Scheduler:
                 if metrics is not None:
                     metrics.attempt("scheduled", fwk.profile_name, time.perf_counter() - start)
                 log.info("Successfully bound pod to node pod=%s node=%s", pod.key, host)
-                self.writer.scheduled(pod, host, fwk.profile_name)
+                later = self.writer.scheduled(pod, host, fwk.profile_name)
+                if later is not None:
+                    await later
                 if fwk.post_bind_plugins:
                     fwk.run_post_bind(state, pod, host)
                 self.queue.done(uid)

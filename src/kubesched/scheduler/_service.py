@@ -17,7 +17,8 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Mapping
+import time
+from collections.abc import Awaitable, Mapping
 from typing import Any, Generic, TypeVar
 
 from kubesched.api import (
@@ -28,17 +29,16 @@ from kubesched.api import (
     Pod,
     PodCondition,
     PodDisruptionBudget,
+    ResourceClaim,
     StorageClass,
 )
 from kubesched.config import KubeSchedulerConfiguration
 from kubesched.framework import (
     ActionType,
     ClusterEvent,
-    ClusterEventWithHint,
     Framework,
     Registry,
     Snapshot,
-    Status,
     StoredObject,
     build_frameworks,
     watched_kinds,
@@ -52,13 +52,17 @@ from kubesched.kube import (
     Reflector,
     ResourceEventHandler,
     api_path,
+    patch_custom_object_status,
     update_pod_condition,
 )
-from kubesched.scheduler._cache import Cache
+from kubesched.scheduler._assembly import new_scheduler
+from kubesched.scheduler._debug import DEBUG_QUEUE_PATH, queue_json
 from kubesched.scheduler._health import HealthServer
 from kubesched.scheduler._metrics import SchedulerMetrics
 from kubesched.scheduler._scheduler import Scheduler
-from kubesched.scheduler._scheduling_queue import SchedulingQueue
+from kubesched.scheduler._scheduling_queue import (
+    DEFAULT_POD_MAX_IN_UNSCHEDULABLE_PODS_DURATION,
+)
 from kubesched.scheduler._workloads import context_reflectors
 
 log = logging.getLogger(__name__)
@@ -103,14 +107,43 @@ class _Binder(PluginAPIClient):
         )
         return pvc
 
+    # Coscheduling keeps PodGroup status where kubesched binds (not behind kube-scheduler as an
+    # extender, which has no Permit).
+
+    async def patch_custom_object_status(
+        self,
+        group_version: str,
+        plural: str,
+        name: str,
+        status: Mapping[str, Any],
+        *,
+        namespace: str,
+    ) -> bool:
+        return await patch_custom_object_status(
+            self._client, group_version, plural, name, status, namespace=namespace
+        )
+
+    # ResourceClaimAPIClient: DynamicResources' writes.
+
+    async def patch_resource_claim(
+        self, namespace: str, name: str, patch: Mapping[str, Any], *, status: bool = False
+    ) -> ResourceClaim:
+        path = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}"
+        if status:
+            path += "/status"
+        claim: ResourceClaim = await self._client.patch(path, patch, type=ResourceClaim)
+        return claim
+
 
 class _Writer:
     """Events and pod conditions, written in the background so the loop never waits on them."""
 
     def __init__(self, client: APIClient, profiles: Mapping[str, Framework]) -> None:
         self._client = client
+        # Events have a rate limiter of their own, as kube-scheduler's event clientset does.
+        events = client.with_own_limiter()
         self.recorders = {
-            name: EventRecorder(client, reporting_controller=name) for name in profiles
+            name: EventRecorder(events, reporting_controller=name) for name in profiles
         }
         self._tasks: set[asyncio.Task[None]] = set()
         # Pod UID -> the newest condition not written yet. One writer per pod at a time: the
@@ -129,8 +162,20 @@ class _Writer:
         for r in self.recorders.values():
             await r.aclose()
 
-    def scheduled(self, pod: Pod, node: str, profile: str) -> None:
-        self.recorders[profile].event(
+    def scheduled(self, pod: Pod, node: str, profile: str) -> Awaitable[None] | None:
+        recorder = self.recorders[profile]
+        if recorder.full and not recorder.failing:
+            return self._scheduled_when_room(recorder, pod, node)
+        self._record_scheduled(recorder, pod, node)
+        return None
+
+    async def _scheduled_when_room(self, recorder: EventRecorder, pod: Pod, node: str) -> None:
+        await recorder.room()
+        self._record_scheduled(recorder, pod, node)
+
+    @staticmethod
+    def _record_scheduled(recorder: EventRecorder, pod: Pod, node: str) -> None:
+        recorder.event(
             pod,
             type="Normal",
             reason="Scheduled",
@@ -221,6 +266,9 @@ class _NodeHandler(ResourceEventHandler[Node]):
     def on_delete(self, obj: Node) -> None:
         self.s.on_node_delete(obj)
 
+    def on_undecodable(self, key: str) -> None:
+        self.s.on_undecodable("Node", key)
+
 
 class _PodHandler(ResourceEventHandler[Pod]):
     def __init__(self, scheduler: Scheduler) -> None:
@@ -235,14 +283,18 @@ class _PodHandler(ResourceEventHandler[Pod]):
     def on_delete(self, obj: Pod) -> None:
         self.s.on_pod_delete(obj)
 
+    def on_undecodable(self, key: str) -> None:
+        self.s.on_undecodable("Pod", key)
+
 
 class _StorageHandler(ResourceEventHandler[S], Generic[S]):
     """A storage kind, or a kind plugins watch, into the snapshot's object store, and its
     events to the queue."""
 
-    def __init__(self, snapshot: Snapshot, queue: SchedulingQueue, resource: str) -> None:
+    def __init__(self, snapshot: Snapshot, scheduler: Scheduler, resource: str) -> None:
         self.snapshot = snapshot
-        self.queue = queue
+        self.queue = scheduler.queue
+        self.scheduler = scheduler
         self.resource = resource
 
     def on_add(self, obj: S) -> None:
@@ -264,13 +316,8 @@ class _StorageHandler(ResourceEventHandler[S], Generic[S]):
             ClusterEvent(self.resource, ActionType.DELETE), obj, None
         )
 
-
-def _events(frameworks: Mapping[str, Framework]) -> dict[str, list[ClusterEventWithHint]]:
-    out: dict[str, list[ClusterEventWithHint]] = {}
-    for fwk in frameworks.values():
-        for plugin, events in fwk.events_to_register().items():
-            out.setdefault(plugin, []).extend(events)
-    return out
+    def on_undecodable(self, key: str) -> None:
+        self.scheduler.on_undecodable(self.resource, key)
 
 
 class SchedulerService:
@@ -285,6 +332,10 @@ class SchedulerService:
         health_host: str = "127.0.0.1",
         health_port: int = 10259,
         identity: str | None = None,
+        debug_queue: bool = False,
+        pod_max_in_unschedulable_pods_duration: float = (
+            DEFAULT_POD_MAX_IN_UNSCHEDULABLE_PODS_DURATION
+        ),
     ) -> None:
         self.config = config
         self.client = client
@@ -293,18 +344,9 @@ class SchedulerService:
         self.frameworks = build_frameworks(
             config, registry, snapshot, client=_Binder(client), metrics=self.metrics
         )
-        first = next(iter(self.frameworks.values()))
-        self.queue = SchedulingQueue(
-            less=first.less,
-            sort_key=first.sort_key,
-            pre_enqueue=self._pre_enqueue,
-            events_to_register=_events(self.frameworks),
-            pod_initial_backoff=float(config.pod_initial_backoff_seconds),
-            pod_max_backoff=float(config.pod_max_backoff_seconds),
-            pending_pods_metric=self.metrics.set_pending,
-            incoming_pods_metric=self.metrics.queue_incoming_pods,
-        )
         self.writer = _Writer(client, self.frameworks)
+        recorders = self.writer.recorders
+        self.metrics.count_dropped_events(lambda: {p: r.dropped for p, r in recorders.items()})
         # PodDisruptionBudgets, which preemption tries not to violate.
         self.pdbs: Reflector[PodDisruptionBudget] = Reflector(
             client,
@@ -316,14 +358,16 @@ class SchedulerService:
             fwk.set_evictor(self.writer)
             fwk.set_event_recorder(self.writer.recorders[name])
             fwk.register_lister(PodDisruptionBudget, self.pdbs.list)
-        self.scheduler = Scheduler(
-            profiles=self.frameworks,
-            cache=Cache(snapshot),
-            queue=self.queue,
-            writer=self.writer,
+        self.scheduler = new_scheduler(
+            config,
+            self.frameworks,
+            snapshot,
+            self.writer,
             metrics=self.metrics,
             pod_lookup=self._lookup,
+            pod_max_in_unschedulable_pods_duration=pod_max_in_unschedulable_pods_duration,
         )
+        self.queue = self.scheduler.queue
         self.nodes = Reflector(client, "/api/v1/nodes", Node, _NodeHandler(self.scheduler))
         self.pods = Reflector(
             client,
@@ -335,7 +379,7 @@ class SchedulerService:
         # Namespace labels (namespaceSelector) and workload selectors (default spreading).
         self.context = context_reflectors(client, snapshot)
         self.storage: list[Reflector[Any]] = [
-            Reflector(client, path, kind, _StorageHandler(snapshot, self.queue, resource))
+            Reflector(client, path, kind, _StorageHandler(snapshot, self.scheduler, resource))
             for kind, path, resource in STORAGE_KINDS
         ]
         self.storage.extend(
@@ -343,7 +387,8 @@ class SchedulerService:
                 client,
                 k.path,
                 k.type,
-                _StorageHandler(snapshot, self.queue, k.resource),
+                _StorageHandler(snapshot, self.scheduler, k.resource),
+                label_selector=k.label_selector,
                 tolerate_missing=True,
             )
             for k in watched_kinds(p for f in self.frameworks.values() for p in f.plugins())
@@ -370,13 +415,13 @@ class SchedulerService:
             port=health_port,
             ready_checks={"sched-handler-sync": self._synced},
             live_checks={"leaderElection": self._leader_ok},
+            debug={DEBUG_QUEUE_PATH: self._queue_json} if debug_queue else None,
         )
         self._stop = asyncio.Event()
         self.lost_leadership = False
 
-    def _pre_enqueue(self, pod: Pod) -> Status | None:
-        fwk = self.frameworks.get(pod.spec.scheduler_name)
-        return None if fwk is None else fwk.run_pre_enqueue(pod)
+    def _queue_json(self) -> bytes:
+        return queue_json(self.queue, time.monotonic())  # the queue's own clock
 
     def _lookup(self, namespace: str, name: str) -> Pod | None:
         return self.pods.store.get_by_name(namespace, name)
@@ -465,6 +510,8 @@ async def serve(
     health_host: str = "127.0.0.1",
     health_port: int = 10259,
     identity: str | None = None,
+    debug_queue: bool = False,
+    pod_max_in_unschedulable_pods_duration: float = DEFAULT_POD_MAX_IN_UNSCHEDULABLE_PODS_DURATION,
 ) -> int:
     """Run ``kubesched run`` until SIGINT/SIGTERM; the exit code."""
     cc = config.client_connection
@@ -479,6 +526,8 @@ async def serve(
             health_host=health_host,
             health_port=health_port,
             identity=identity,
+            debug_queue=debug_queue,
+            pod_max_in_unschedulable_pods_duration=pod_max_in_unschedulable_pods_duration,
         )
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):

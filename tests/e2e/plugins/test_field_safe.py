@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -143,6 +144,18 @@ def test_statistics_from_prometheus_decide_placement(
         assert "1 Insufficient cpu" in message
         assert f"3 {CPU_RISK}" in message
         assert f"1 {MEMORY_RISK}" in message
+        # d goes idle: once a round of annotate-nodes has rewritten d's statistics (a node
+        # annotation update, which SafeOverload registered), "big" is tried again and fits
+        # there (cpu (0 + 3500) / 4000 = 0.875). Rounds repeat until the rate window holds
+        # only the new samples.
+        monitoring.exporter.node_idle_cpu(names["d"], 4.0)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not get_pod(admin_client, ns, "big")["spec"].get(
+            "nodeName"
+        ):
+            annotate(monitoring, control_plane)
+            time.sleep(1)
+        assert bound_node(admin_client, ns, "big", watch=proc) == names["d"]
 
 
 def annotate(monitoring: Monitoring, control_plane: ClusterInfo) -> Round:

@@ -297,12 +297,12 @@ def test_in_tree_args_reject_other_type_meta() -> None:
         ),
         (
             {
-                "apiVersion": "kubescheduler.config.k8s.io/v1beta3",
+                "apiVersion": "kubescheduler.config.k8s.io/v1alpha2",
                 "kind": "KubeSchedulerConfiguration",
             },
             [
-                'apiVersion: Invalid value: "kubescheduler.config.k8s.io/v1beta3": this version is '
-                "no longer served by kube-scheduler v1.34, which reads only "
+                'apiVersion: Invalid value: "kubescheduler.config.k8s.io/v1alpha2": this version '
+                "is no longer served by kube-scheduler v1.34, which reads only "
                 "kubescheduler.config.k8s.io/v1; convert the file to kubescheduler.config.k8s.io/v1"
             ],
         ),

@@ -92,6 +92,8 @@ def test_option_errors(kwargs: dict[str, object], message: str) -> None:
         ("Info", logging.INFO),
         ("WARNING", logging.WARNING),
         ("ERROR", logging.ERROR),
+        ("ALERT", logging.CRITICAL),
+        ("alert", logging.CRITICAL),
         (None, logging.INFO),
         ("", logging.INFO),
     ],

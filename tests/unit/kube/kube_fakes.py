@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx2
 
+from builders import PodWrapper
 from kubesched.kube import APIClient
 
 Handler = Callable[[httpx2.Request], Awaitable[httpx2.Response] | httpx2.Response]
@@ -47,17 +48,15 @@ def make_client(handler: Handler, *, qps: float = 0, burst: int = 1) -> APIClien
 def pod(
     name: str, rv: str, *, namespace: str = "ns", uid: str | None = None, **spec: Any
 ) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "uid": uid or f"uid-{name}",
-            "resourceVersion": rv,
-        },
-        "spec": {"containers": [{"name": "c", "image": "busybox"}], **spec},
-    }
+    return (
+        PodWrapper(name)
+        .namespace(namespace)
+        .uid(uid or f"uid-{name}")
+        .resource_version(rv)
+        .container("c", image="busybox")
+        .spec(spec)
+        .manifest()
+    )
 
 
 def event_line(kind: str, obj: dict[str, Any]) -> bytes:

@@ -10,7 +10,7 @@ from typing import Any
 import httpx2
 import msgspec
 import pytest
-from kube_fakes import error_response, json_response, make_client, pod
+from kube_fakes import error_response, eventually, json_response, make_client, pod
 
 from kubesched.api import Pod, PodCondition
 from kubesched.kube import EventRecorder, ObjectReference, update_pod_condition
@@ -196,6 +196,41 @@ async def test_full_queue_drops_and_counts() -> None:
     assert len(server.requests) == 3
 
 
+async def test_a_caller_that_waits_for_room_loses_no_event() -> None:
+    server, clock = EventServer(), Clock()
+    recorder = _recorder(server, clock, queue_size=2, workers=1)
+    recorder.start()
+
+    async def record(i: int) -> None:
+        await recorder.room()
+        recorder.event(
+            _pod(f"p{i}", f"u{i}"), type="Normal", reason="Scheduled", action="Binding", note="n"
+        )
+
+    await asyncio.gather(*(record(i) for i in range(20)))
+    await recorder.aclose()
+    assert recorder.dropped == 0
+    assert len(server.requests) == 20
+
+
+async def test_while_writes_fail_waiting_stops_and_events_are_dropped() -> None:
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        return error_response(503, "ServiceUnavailable", "etcd is down")
+
+    recorder = EventRecorder(make_client(handler), queue_size=1, workers=1)
+    ref = ObjectReference(kind="Node", name="n1", api_version="v1")
+    recorder.start()
+    recorder.event(ref, type="Normal", reason="R", action="A", note="1")
+    await eventually(lambda: recorder.failing, within=10)
+    for i in range(3):
+        recorder.event(ref, type="Normal", reason=f"R{i}", action="A", note="n")
+    # Full, but the server is failing: room() does not hold the caller.
+    async with asyncio.timeout(1):
+        await recorder.room()
+    await recorder.aclose(grace=0.1)
+    assert recorder.dropped >= 2
+
+
 async def test_rejected_event_is_counted_not_raised() -> None:
     def handler(request: httpx2.Request) -> httpx2.Response:
         return error_response(422, "Invalid", "note: Too long")
@@ -328,3 +363,12 @@ async def test_recorder_close_without_start_is_harmless() -> None:
     recorder.event(_pod(), type="Normal", reason="Scheduled", action="Binding", note="n")
     await recorder.aclose()
     await asyncio.sleep(0)
+
+
+async def test_events_get_a_rate_limiter_of_their_own() -> None:
+    client = make_client(EventServer(), qps=5, burst=7)
+    events = client.with_own_limiter()
+    assert events.limiter is not client.limiter
+    assert (events.limiter.qps, events.limiter.burst) == (5, 7)
+    # Same connections: closing the original is enough.
+    assert events.http is client.http

@@ -409,3 +409,40 @@ async def test_a_path_not_served_is_retried_without_syncing_by_default() -> None
     await eventually(lambda: len(api.lists()) >= 2)
     assert not reflector.has_synced
     await reflector.stop()
+
+
+class UndecodableRecorder(Recorder):
+    def on_undecodable(self, key: str) -> None:
+        self.calls.append(("undecodable", key))
+        self.changed.set()
+
+
+async def test_bad_objects_are_reported_and_a_bad_deletion_still_deletes() -> None:
+    bad_in_list = pod("bad-list", "3")
+    bad_in_list["spec"]["containers"] = "not a list"
+    api = FakeAPI(objects=[pod("kept", "1"), bad_in_list], list_rv="10")
+    bad_update = pod("kept", "11")
+    bad_update["spec"]["tolerations"] = [{"tolerationSeconds": "soon"}]
+    bad_delete = pod("kept", "12")
+    bad_delete["spec"]["containers"] = "not a list"
+    api.watches.append(
+        Watch(
+            [event_line("MODIFIED", bad_update), event_line("DELETED", bad_delete)],
+            hang=True,
+        )
+    )
+    handler = UndecodableRecorder()
+    reflector = _reflector(api, handler)
+    reflector.start()
+    await eventually(lambda: ("delete", "ns/kept", "1") in handler.calls)
+    await reflector.stop()
+    assert handler.calls == [
+        ("undecodable", "ns/bad-list"),
+        ("add", "ns/kept", "1"),
+        ("synced",),
+        ("undecodable", "ns/kept"),
+        # The store's version was deleted, though the deletion's own object was unreadable.
+        ("undecodable", "ns/kept"),
+        ("delete", "ns/kept", "1"),
+    ]
+    assert reflector.get("ns/kept") is None

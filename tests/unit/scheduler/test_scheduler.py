@@ -13,7 +13,7 @@ from kubesched.bench import MemoryCluster
 from kubesched.config import default_config
 from kubesched.framework import Snapshot, build_frameworks
 from kubesched.plugins import default_registry
-from kubesched.scheduler import Cache, Scheduler, SchedulingQueue
+from kubesched.scheduler import Cache, Scheduler, SchedulerMetrics, SchedulingQueue
 
 
 class _Writer:
@@ -131,5 +131,27 @@ def test_a_node_whose_status_arrives_after_it_registered_gets_the_pod_retried() 
         # (allocatable) is one NodeResourcesFit registered.
         scheduler.on_node_update(bare, make_node("huge", cpu="128", memory="512Gi"))
         assert scheduler.queue.where(uid) in ("active", "backoff")
+
+    asyncio.run(main())
+
+
+def test_an_undecodable_object_retries_the_waiting_pods_and_is_counted() -> None:
+    async def main() -> None:
+        cluster = MemoryCluster()
+        scheduler = _scheduler(cluster)
+        scheduler.metrics = SchedulerMetrics()
+        pod = make_pod("big", cpu="100")
+        cluster.add(pod)
+        scheduler.on_pod_add(pod)
+        qpi = scheduler.queue.try_pop()
+        assert qpi is not None
+        scheduler.schedule_one(qpi)
+        assert scheduler.queue.where(pod.metadata.uid) == "unschedulable"
+        scheduler.on_undecodable("Node", "n-odd")
+        assert scheduler.queue.where(pod.metadata.uid) in ("active", "backoff")
+        counted = scheduler.metrics.registry.get_sample_value(
+            "kubesched_undecodable_objects_total", {"resource": "Node"}
+        )
+        assert counted == 1
 
     asyncio.run(main())
