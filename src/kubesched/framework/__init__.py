@@ -5,6 +5,7 @@ Names follow kube-scheduler's ``pkg/scheduler/framework``: a reader who knows ``
 """
 
 from kubesched.framework._cycle_state import CycleState
+from kubesched.framework._diagnosis import Diagnosis, FitError, NodeGroup
 from kubesched.framework._errors import (
     FilterError,
     FrameworkError,
@@ -15,6 +16,8 @@ from kubesched.framework._errors import (
 )
 from kubesched.framework._interface import (
     EXTENSION_POINTS,
+    MAX_NODE_SCORE,
+    MIN_NODE_SCORE,
     ActionType,
     APIClient,
     BindPlugin,
@@ -53,21 +56,17 @@ from kubesched.framework._interface import (
     node_for,
     watched_kinds,
 )
-from kubesched.framework._metrics import FrameworkMetrics, LoopHistogram, exponential_buckets
+from kubesched.framework._metrics import (
+    FrameworkMetrics,
+    LoopHistogram,
+    Metrics,
+    exponential_buckets,
+)
 from kubesched.framework._node_info import HostPort, NodeInfo, PodInfo, host_ports, ports_conflict
 from kubesched.framework._pods import AffinityClass, PodGroup, PodTable
 from kubesched.framework._profile import build_frameworks, plugin_args_types
 from kubesched.framework._registry import ENTRY_POINT_GROUP, Registry, RegistryError
-from kubesched.framework._runtime import (
-    MAX_NODE_SCORE,
-    MIN_NODE_SCORE,
-    Diagnosis,
-    FitError,
-    Framework,
-    Metrics,
-    NodeGroup,
-    ScheduleResult,
-)
+from kubesched.framework._runtime import Framework, ScheduleResult
 from kubesched.framework._snapshot import WORKLOAD_KINDS, NodeTrial, Snapshot
 from kubesched.framework._status import SKIP, Code, Status, is_success
 from kubesched.framework._store import ObjectStore, StoredObject
