@@ -4,7 +4,6 @@ from kubesched.scheduler._assembly import events_to_register, new_scheduler
 from kubesched.scheduler._cache import Cache, CacheError
 from kubesched.scheduler._health import HealthServer
 from kubesched.scheduler._metrics import SchedulerMetrics
-from kubesched.scheduler._queue import SchedulingQueue
 from kubesched.scheduler._scheduler import (
     REASON_SCHEDULER_ERROR,
     REASON_UNSCHEDULABLE,
@@ -12,6 +11,7 @@ from kubesched.scheduler._scheduler import (
     Outcome,
     Scheduler,
 )
+from kubesched.scheduler._scheduling_queue import SchedulingQueue
 from kubesched.scheduler._service import SchedulerService, serve
 
 __all__ = [

@@ -16,11 +16,11 @@ from kubesched.config import KubeSchedulerConfiguration
 from kubesched.framework import ClusterEventWithHint, Framework, Snapshot, Status
 from kubesched.scheduler._cache import Cache
 from kubesched.scheduler._metrics import SchedulerMetrics
-from kubesched.scheduler._queue import (
+from kubesched.scheduler._scheduler import AttemptObserver, ClusterWriter, PodLookup, Scheduler
+from kubesched.scheduler._scheduling_queue import (
     DEFAULT_POD_MAX_IN_UNSCHEDULABLE_PODS_DURATION,
     SchedulingQueue,
 )
-from kubesched.scheduler._scheduler import AttemptObserver, ClusterWriter, PodLookup, Scheduler
 
 
 def events_to_register(
@@ -70,6 +70,7 @@ def new_scheduler(
         pod_max_in_unschedulable_pods_duration=pod_max_in_unschedulable_pods_duration,
         clock=clock,
         pending_pods_metric=None if metrics is None else metrics.set_pending,
+        incoming_pods_metric=None if metrics is None else metrics.queue_incoming_pods,
     )
     return scheduler_type(
         profiles=frameworks,

@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from kubesched.scheduler._queue import SchedulingQueue
+from kubesched.scheduler._scheduling_queue import SchedulingQueue
 
 DEBUG_QUEUE_PATH = "/debug/queue"
 #: Bumped on an incompatible change of the document.

@@ -42,7 +42,7 @@ from kubesched.scheduler._events import (
     node_scheduling_properties_change,
 )
 from kubesched.scheduler._metrics import SchedulerMetrics
-from kubesched.scheduler._queue import SchedulingQueue
+from kubesched.scheduler._scheduling_queue import SchedulingQueue
 
 log = logging.getLogger(__name__)
 

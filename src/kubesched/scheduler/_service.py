@@ -59,10 +59,10 @@ from kubesched.scheduler._assembly import new_scheduler
 from kubesched.scheduler._debug import DEBUG_QUEUE_PATH, queue_json
 from kubesched.scheduler._health import HealthServer
 from kubesched.scheduler._metrics import SchedulerMetrics
-from kubesched.scheduler._queue import (
+from kubesched.scheduler._scheduler import Scheduler
+from kubesched.scheduler._scheduling_queue import (
     DEFAULT_POD_MAX_IN_UNSCHEDULABLE_PODS_DURATION,
 )
-from kubesched.scheduler._scheduler import Scheduler
 from kubesched.scheduler._workloads import context_reflectors
 
 log = logging.getLogger(__name__)
