@@ -5,8 +5,9 @@ A dynamics scenario (``dynamics/<name>.yaml``) sets a cluster up, starts a sched
 pending pods and waits until each is decided (reported unschedulable or gated), then changes the
 cluster step by step (create, patch, delete, sleep) and watches for ``watch`` seconds what
 becomes of each pod: bound (to which node, how many seconds after the last step) or not (with
-its final ``PodScheduled`` message), and how many scheduling attempts the scheduler made after
-the pods were first decided (``scheduler_schedule_attempts_total``).
+its final ``PodScheduled`` message), how many scheduling attempts the scheduler made after
+the pods were first decided (``scheduler_schedule_attempts_total``), and which cluster events
+moved a pod out of unschedulablePods (``scheduler_queue_incoming_pods_total``).
 
 ``record`` (this script) runs every scenario against the real kube-scheduler and writes
 ``dynamics/<name>.expected.yaml``; ``tests/e2e/scheduler/test_dynamics.py`` runs the same
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from conformance.regenerate import (
     LABEL,
@@ -112,9 +114,9 @@ def names() -> list[str]:
 
 
 class Scheduler(Protocol):
-    """A running scheduler: how many scheduling attempts it has made so far."""
+    """A running scheduler: its ``/metrics`` text."""
 
-    def attempts(self) -> int: ...
+    def metrics(self) -> str: ...
 
 
 #: Starts a scheduler with a configuration (profiles renamed) and stops it on exit.
@@ -223,7 +225,7 @@ def run(api: Api, scenario: Scenario, launch: Launcher) -> dict[str, Any]:
             create(api, doc, renamed)
         wanted = [key(p) for p in scenario.pods]
         first = _wait(api, scenario, wanted, _decided, DECIDE_TIMEOUT)
-        before = scheduler.attempts()
+        before = scheduler.metrics()
         for step in scenario.steps:
             apply(api, step, renamed)
         last_step = time.monotonic()
@@ -238,7 +240,7 @@ def run(api: Api, scenario: Scenario, launch: Launcher) -> dict[str, Any]:
                     bound_after[k] = now - last_step
             time.sleep(POLL)
         pods = _pods(api, scenario)
-        attempts = scheduler.attempts() - before
+        after = scheduler.metrics()
     outcome: list[dict[str, Any]] = []
     for k in wanted:
         pod = pods.get(k)
@@ -250,7 +252,11 @@ def run(api: Api, scenario: Scenario, launch: Launcher) -> dict[str, Any]:
             entry["node"] = None
             entry.update(_message(pod) if pod else {"reason": "Deleted"})
         outcome.append(entry)
-    return {"pods": outcome, "attempts": attempts}
+    return {
+        "pods": outcome,
+        "attempts": attempts_from_metrics(after) - attempts_from_metrics(before),
+        "movedBy": moved_by(before, after),
+    }
 
 
 def _wait(
@@ -300,6 +306,11 @@ def compare(expected: Mapping[str, Any], got: Mapping[str, Any], scenario: Scena
                     f"{k}: bound {have['boundAfter']}s after the last step, kube-scheduler "
                     f"{want['boundAfter']}s (allowed {allowed:.2f}s)"
                 )
+    if "movedBy" in expected and got["movedBy"] != expected["movedBy"]:
+        problems.append(
+            f"moved by {got['movedBy']} (scheduler_queue_incoming_pods_total), "
+            f"kube-scheduler by {expected['movedBy']}"
+        )
     if scenario.compare_attempts and got["attempts"] != expected["attempts"]:
         problems.append(
             f"attempts after the pods were decided: {got['attempts']} != "
@@ -313,11 +324,41 @@ def compare(expected: Mapping[str, Any], got: Mapping[str, Any], scenario: Scena
 
 def attempts_from_metrics(text: str) -> int:
     """The sum of ``scheduler_schedule_attempts_total`` over its labels."""
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith("scheduler_schedule_attempts_total{"):
-            total += float(line.rsplit(" ", 1)[1])
-    return int(total)
+    return int(sum(_samples(text, "scheduler_schedule_attempts_total").values()))
+
+
+#: Moves into a sub-queue that no cluster event caused.
+_BOOKKEEPING = frozenset(
+    {
+        "ScheduleAttemptFailure",
+        "BackoffComplete",
+        "PopFromBackoffQ",
+        "UnschedulablePodAdd",
+        "UnschedulablePodUpdate",
+    }
+)
+
+
+def moved_by(before: str, after: str) -> list[str]:
+    """The cluster events that moved a pod to activeQ or backoffQ between the two scrapes
+    (``scheduler_queue_incoming_pods_total``'s ``event`` label)."""
+    old = _samples(before, "scheduler_queue_incoming_pods_total")
+    new = _samples(after, "scheduler_queue_incoming_pods_total")
+    events = set()
+    for labels, value in new.items():
+        fields = dict(labels)
+        if value > old.get(labels, 0.0) and fields.get("queue") in ("active", "backoff"):
+            events.add(fields.get("event", ""))
+    return sorted(events - _BOOKKEEPING)
+
+
+def _samples(text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    out: dict[tuple[tuple[str, str], ...], float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name:
+                out[tuple(sorted(sample.labels.items()))] = sample.value
+    return out
 
 
 class _KubeScheduler:
@@ -325,8 +366,8 @@ class _KubeScheduler:
         self.api = api
         self.url = url
 
-    def attempts(self) -> int:
-        return attempts_from_metrics(self.api.get_text(f"{self.url}/metrics"))
+    def metrics(self) -> str:
+        return self.api.get_text(f"{self.url}/metrics")
 
 
 class KubeSchedulerLauncher:

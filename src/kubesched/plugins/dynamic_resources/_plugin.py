@@ -82,9 +82,9 @@ ERR_IN_USE = "resourceclaim in use"
 ERR_TIMED_OUT = "timed out trying to allocate devices"
 
 #: kube-scheduler's names of the resources whose events DynamicResources registers.
-RESOURCE_CLAIM = "ResourceClaim"
-DEVICE_CLASS = "DeviceClass"
-RESOURCE_SLICE = "ResourceSlice"
+RESOURCE_CLAIM = "resource.k8s.io/ResourceClaim"
+DEVICE_CLASS = "resource.k8s.io/DeviceClass"
+RESOURCE_SLICE = "resource.k8s.io/ResourceSlice"
 
 RESOURCE_CLAIM_KIND = WatchedKind(
     ResourceClaim,
