@@ -501,6 +501,14 @@ def bench_core(
     "sizes at the same scale; small: mixed at CI size (100 nodes, 100 + 500 pods).",
 )
 @click.option(
+    "--arrival",
+    type=click.Choice(["rate", "backlog"]),
+    default="rate",
+    show_default=True,
+    help="rate: measured pods are created while the scheduler runs, as fast as the API server "
+    "takes them; backlog: all exist before the scheduler starts (its own ceiling).",
+)
+@click.option(
     "-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True
 )
 @click.option("--plot", type=click.Path(dir_okay=False), help="Write throughput over time (PNG).")
@@ -517,6 +525,7 @@ def bench_e2e(
     init_pods: int | None,
     which: str,
     workload: str,
+    arrival: str,
     output: str,
     plot: str | None,
     stall_timeout: float,
@@ -531,6 +540,7 @@ def bench_e2e(
     from kubesched import cluster as control_plane  # noqa: PLC0415
     from kubesched.bench import (  # noqa: PLC0415
         StderrProgress,
+        compare,
         e2e_table,
         plot_throughput,
         run_e2e,
@@ -545,6 +555,7 @@ def bench_e2e(
             nodes=nodes,
             init_pods=init_pods,
             measured_pods=pods,
+            arrival=arrival,
             stall_timeout=stall_timeout,
             progress=StderrProgress(),
         )
@@ -552,10 +563,16 @@ def bench_e2e(
         raise click.ClickException(str(err)) from err
     if plot:
         plot_throughput(results, Path(plot))
+    comparison = compare(results)
     if output == "json":
-        click.echo(json.dumps({"results": [r.to_json() for r in results]}, indent=2))
+        document = {
+            "arrival": arrival,
+            "results": [r.to_json() for r in results],
+            "comparisons": [comparison.to_json()],
+        }
+        click.echo(json.dumps(document, indent=2))
     else:
-        click.echo(e2e_table(results))
+        click.echo(e2e_table(results, comparison))
 
 
 @main.command("extender")

@@ -7,9 +7,11 @@
 See docs/benchmarks.md.
 """
 
+from kubesched.bench._compare import Comparison, compare
 from kubesched.bench._core import PROFILES, CoreResult, MemoryCluster, run_core
 from kubesched.bench._e2e import (
     APISERVER_ARGS,
+    ARRIVALS,
     SCHEDULERS,
     BenchError,
     E2EResult,
@@ -19,7 +21,7 @@ from kubesched.bench._e2e import (
 )
 from kubesched.bench._placement import Placement, check_placement, constraint_violation
 from kubesched.bench._progress import Progress, Silent, StderrProgress
-from kubesched.bench._report import core_table, e2e_table, plot_throughput
+from kubesched.bench._report import comparison_line, core_table, e2e_table, plot_throughput
 from kubesched.bench._stats import (
     NodeUsage,
     Summary,
@@ -34,10 +36,12 @@ from kubesched.bench._workloads import WORKLOADS, Workload, workload
 
 __all__ = [
     "APISERVER_ARGS",
+    "ARRIVALS",
     "PROFILES",
     "SCHEDULERS",
     "WORKLOADS",
     "BenchError",
+    "Comparison",
     "CoreResult",
     "E2EResult",
     "MemoryCluster",
@@ -50,6 +54,8 @@ __all__ = [
     "Workload",
     "average_throughput",
     "check_placement",
+    "compare",
+    "comparison_line",
     "constraint_violation",
     "core_table",
     "cpu_fraction_spread",

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from kubesched.bench._compare import Comparison
     from kubesched.bench._core import CoreResult
     from kubesched.bench._e2e import E2EResult
 
@@ -66,8 +67,10 @@ def core_table(r: CoreResult) -> str:
 
 _E2E_COLUMNS: tuple[tuple[str, str], ...] = (
     ("throughput (pods/s)", "throughput"),
+    ("pods bound / Scheduled events written", "events"),
     ("throughput p50 / max of 1 s windows", "windows"),
     ("latency p50 / p90 / p99", "latency"),
+    ("start-up to first binding (s)", "startup"),
     ("scheduler CPU (s)", "cpu"),
     ("scheduler CPU per pod (ms)", "cpu_per_pod"),
     ("scheduler peak RSS", "rss"),
@@ -85,12 +88,16 @@ _E2E_COLUMNS: tuple[tuple[str, str], ...] = (
 def _e2e_cell(r: E2EResult, key: str) -> str:
     if key == "throughput":
         return f"{r.throughput_pods_per_s:,.1f}"
+    if key == "events":
+        return f"{r.pods_bound} / {r.events_written}"
     if key == "windows":
         p50 = r.throughput_window_p50
         peak = r.throughput_window_max
         return f"{p50 or 0:,.0f} / {peak or 0:,.0f}"
     if key == "latency":
         return f"{_s(r.latency_p50_s)} / {_s(r.latency_p90_s)} / {_s(r.latency_p99_s)}"
+    if key == "startup":
+        return "-" if r.startup_s is None else f"{r.startup_s:.1f}"
     if key == "cpu":
         return f"{r.cpu_s:.1f}"
     if key == "cpu_per_pod":
@@ -116,19 +123,38 @@ def _e2e_cell(r: E2EResult, key: str) -> str:
     raise KeyError(key)
 
 
-def e2e_table(results: Sequence[E2EResult]) -> str:
+def _x(ratio: float | None) -> str:
+    return "-" if ratio is None else f"{ratio:.2f}x"
+
+
+def comparison_line(c: Comparison) -> str:
+    """kubesched / kube-scheduler in a line, or why the runs are not comparable."""
+    if not c.comparable:
+        why = "; ".join(c.not_comparable) or "needs a run of each"
+        rss = _x(c.peak_rss_ratio)
+        return f"kubesched / kube-scheduler: not comparable ({why}); peak RSS {rss}"
+    return (
+        f"kubesched / kube-scheduler: throughput {_x(c.throughput_ratio)}, "
+        f"CPU per pod {_x(c.cpu_per_pod_ratio)}, peak RSS {_x(c.peak_rss_ratio)}"
+    )
+
+
+def e2e_table(results: Sequence[E2EResult], comparison: Comparison | None = None) -> str:
+    """The runs of one workload, a column each; with ``comparison``, its line below."""
     if not results:
         return "no results"
     first = results[0]
     head = (
         f"bench e2e: workload {first.workload}, {first.nodes} nodes, {first.init_pods} init pods, "
-        f"{first.measured_pods} measured pods"
+        f"{first.measured_pods} measured pods, {first.arrival} arrival"
     )
     rows: list[tuple[str, ...]] = [("", *(r.scheduler for r in results))]
     for label, key in _E2E_COLUMNS:
         rows.append((label, *(_e2e_cell(r, key) for r in results)))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
+    if comparison is not None:
+        lines.append(comparison_line(comparison))
     return head + "\n" + "\n".join(line.rstrip() for line in lines)
 
 
@@ -162,4 +188,4 @@ def plot_throughput(results: Sequence[E2EResult], path: Path) -> None:
     plt.close(fig)
 
 
-__all__ = ["core_table", "e2e_table", "plot_throughput"]
+__all__ = ["comparison_line", "core_table", "e2e_table", "plot_throughput"]

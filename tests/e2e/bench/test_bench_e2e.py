@@ -45,7 +45,8 @@ def test_small_workload_both_schedulers(tmp_path: Path) -> None:
     ]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-4000:]
-    results = json.loads(done.stdout)["results"]
+    document = json.loads(done.stdout)
+    results = document["results"]
     assert [r["scheduler"] for r in results] == ["kubesched", "kube-scheduler"]
     for r in results:
         assert set(r) >= REQUIRED, REQUIRED - set(r)
@@ -59,7 +60,42 @@ def test_small_workload_both_schedulers(tmp_path: Path) -> None:
         assert r["cpu_s"] > 0
         assert r["peak_rss_bytes"] > 0
         assert r["throughput_series"]
+        assert r["pods_bound"] == 500
+        # Every bound pod has its Scheduled event in the API server.
+        assert r["events_written"] == r["pods_bound"], r["scheduler"]
+    [comparison] = document["comparisons"]
+    assert comparison["comparable"], comparison["not_comparable"]
+    assert comparison["throughput_ratio"] > 0
     assert plot.read_bytes()[:4] == b"\x89PNG"
     # Progress went to stderr, one bar per phase and scheduler.
     assert "[kubesched] measured pods bound" in done.stderr
     assert "[kube-scheduler] measured pods bound" in done.stderr
+
+
+def test_backlog_arrival() -> None:
+    """Every measured pod exists before the scheduler starts; all are bound, each with its
+    event, and the throughput counts from the first binding."""
+    argv = [
+        sys.executable,
+        "-c",
+        "from kubesched.cli import main; main()",
+        "bench",
+        "e2e",
+        "--workload=small",
+        "--scheduler=kubesched",
+        "--arrival=backlog",
+        "-o",
+        "json",
+    ]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    document = json.loads(done.stdout)
+    assert document["arrival"] == "backlog"
+    [r] = document["results"]
+    assert r["arrival"] == "backlog"
+    assert (r["overcommitted_nodes"], r["unbound_pods"], r["constraint_violations"]) == (0, 0, 0)
+    assert r["pods_bound"] == r["events_written"] == 500
+    assert r["startup_s"] > 0
+    assert r["throughput_pods_per_s"] > 0
+    # The pods were all created before the scheduler started.
+    assert "creating 500 pods before the scheduler starts" in done.stderr
