@@ -488,9 +488,16 @@ def bench_core(
 @click.option(
     "--scheduler",
     "which",
-    type=click.Choice(["kubesched", "kube-scheduler", "both"]),
+    type=click.Choice(["kubesched", "kube-scheduler", "binder", "both"]),
     default="both",
     show_default=True,
+    help="binder: binds round-robin and writes the events, deciding nothing.",
+)
+@click.option(
+    "--ceiling/--no-ceiling",
+    default=True,
+    show_default=True,
+    help="Also run the binder: the API server's ceiling on the same control plane shape.",
 )
 @click.option(
     "--workload",
@@ -524,6 +531,7 @@ def bench_e2e(
     pods: int | None,
     init_pods: int | None,
     which: str,
+    ceiling: bool,
     workload: str,
     arrival: str,
     output: str,
@@ -548,6 +556,8 @@ def bench_e2e(
     from kubesched.bench import workload as get_workload  # noqa: PLC0415
 
     schedulers = ["kubesched", "kube-scheduler"] if which == "both" else [which]
+    if ceiling and "binder" not in schedulers:
+        schedulers.append("binder")
     try:
         results = run_e2e(
             schedulers,

@@ -17,6 +17,8 @@ from kubesched.bench._e2e import E2EResult
 
 KUBESCHED = "kubesched"
 KUBE_SCHEDULER = "kube-scheduler"
+#: The binder that decides nothing: the API server's ceiling on the same control plane shape.
+CEILING = "binder"
 
 
 def short_of_events(r: E2EResult) -> str | None:
@@ -45,6 +47,11 @@ class Comparison:
     comparable: bool
     #: Why not, one line per run that fell short.
     not_comparable: list[str] = field(default_factory=list)
+    #: The binder's throughput, when it ran.
+    ceiling_pods_per_s: float | None = None
+    #: Each scheduler's throughput over the ceiling; only for runs that, like the binder's,
+    #: wrote an event per bound pod.
+    of_ceiling: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = msgspec.to_builtins(self)
@@ -54,8 +61,10 @@ class Comparison:
 def compare(results: Sequence[E2EResult]) -> Comparison:
     """Compare the runs of one workload (any of kubesched and kube-scheduler)."""
     by = {r.scheduler: r for r in results}
-    reasons = [why for r in results if (why := short_of_events(r)) is not None]
-    ours, theirs = by.get(KUBESCHED), by.get(KUBE_SCHEDULER)
+    ours, theirs, binder = by.get(KUBESCHED), by.get(KUBE_SCHEDULER), by.get(CEILING)
+    reasons = [
+        why for r in (ours, theirs) if r is not None and (why := short_of_events(r)) is not None
+    ]
     both = ours is not None and theirs is not None
     comparable = both and not reasons
     throughput_ratio = cpu_ratio = rss_ratio = None
@@ -64,6 +73,13 @@ def compare(results: Sequence[E2EResult]) -> Comparison:
         if comparable:
             throughput_ratio = _ratio(ours.throughput_pods_per_s, theirs.throughput_pods_per_s)
             cpu_ratio = _ratio(ours.cpu_per_pod_ms, theirs.cpu_per_pod_ms)
+    of_ceiling: dict[str, float] = {}
+    if binder is not None and short_of_events(binder) is None:
+        for r in (ours, theirs):
+            if r is not None and short_of_events(r) is None:
+                ratio = _ratio(r.throughput_pods_per_s, binder.throughput_pods_per_s)
+                if ratio is not None:
+                    of_ceiling[r.scheduler] = ratio
     return Comparison(
         workload=results[0].workload if results else "",
         throughput={r.scheduler: r.throughput_pods_per_s for r in results},
@@ -72,7 +88,9 @@ def compare(results: Sequence[E2EResult]) -> Comparison:
         peak_rss_ratio=rss_ratio,
         comparable=comparable,
         not_comparable=reasons,
+        ceiling_pods_per_s=binder.throughput_pods_per_s if binder is not None else None,
+        of_ceiling=of_ceiling,
     )
 
 
-__all__ = ["Comparison", "compare", "short_of_events"]
+__all__ = ["CEILING", "Comparison", "compare", "short_of_events"]

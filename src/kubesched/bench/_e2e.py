@@ -42,7 +42,8 @@ from kubesched.bench._progress import Progress, Silent
 from kubesched.bench._stats import Summary, percentile, throughput_series
 from kubesched.bench._workloads import Workload
 
-SCHEDULERS = ("kubesched", "kube-scheduler")
+#: The schedulers measured; ``binder`` decides nothing (the API server's ceiling, see _binder).
+SCHEDULERS = ("kubesched", "kube-scheduler", "binder")
 NAMESPACE = "bench"
 
 #: kube-apiserver flags of the runs: what kube-scheduler's perf suite relies on (priority and
@@ -233,6 +234,19 @@ def _start_scheduler(
             config_file, cluster=cluster, kubeconfig=kubeconfig, progress=progress.note
         )
         return info.pid
+
+    if which == "binder":
+        binder = [
+            sys.executable,
+            "-c",
+            "from kubesched.bench._binder import main; main()",
+            f"--kubeconfig={kubeconfig}",
+            f"--qps={CLIENT_QPS}",
+            f"--burst={CLIENT_BURST}",
+        ]
+        return control_plane.start_component(
+            "binder", binder, cluster=cluster, progress=progress.note
+        ).pid
 
     def argv(port: int) -> list[str]:
         return [

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kubesched.bench._compare import CEILING
+
 if TYPE_CHECKING:
     from kubesched.bench._compare import Comparison
     from kubesched.bench._core import CoreResult
@@ -139,6 +141,16 @@ def comparison_line(c: Comparison) -> str:
     )
 
 
+def ceiling_line(c: Comparison) -> str | None:
+    """Each scheduler's throughput over the binder's, when the binder ran."""
+    if c.ceiling_pods_per_s is None:
+        return None
+    parts = [f"{name} {_x(c.of_ceiling.get(name))}" for name in c.throughput if name != CEILING]
+    return f"of the API server's ceiling ({c.ceiling_pods_per_s:,.1f} pods/s, binder): " + (
+        ", ".join(parts) or "-"
+    )
+
+
 def e2e_table(results: Sequence[E2EResult], comparison: Comparison | None = None) -> str:
     """The runs of one workload, a column each; with ``comparison``, its line below."""
     if not results:
@@ -155,6 +167,9 @@ def e2e_table(results: Sequence[E2EResult], comparison: Comparison | None = None
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
     if comparison is not None:
         lines.append(comparison_line(comparison))
+        ceiling = ceiling_line(comparison)
+        if ceiling is not None:
+            lines.append(ceiling)
     return head + "\n" + "\n".join(line.rstrip() for line in lines)
 
 

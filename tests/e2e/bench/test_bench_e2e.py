@@ -47,8 +47,13 @@ def test_small_workload_both_schedulers(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-4000:]
     document = json.loads(done.stdout)
     results = document["results"]
-    assert [r["scheduler"] for r in results] == ["kubesched", "kube-scheduler"]
-    for r in results:
+    assert [r["scheduler"] for r in results] == ["kubesched", "kube-scheduler", "binder"]
+    *schedulers, binder = results
+    # The binder decides nothing (taints and affinity are ignored), but binds every pod and
+    # writes each one's event.
+    assert binder["pods_bound"] == binder["events_written"] == 500
+    assert set(binder) == FIELDS
+    for r in schedulers:
         assert set(r) >= REQUIRED, REQUIRED - set(r)
         assert set(r) == FIELDS
         assert r["overcommitted_nodes"] == 0, r["errors"]
@@ -66,10 +71,13 @@ def test_small_workload_both_schedulers(tmp_path: Path) -> None:
     [comparison] = document["comparisons"]
     assert comparison["comparable"], comparison["not_comparable"]
     assert comparison["throughput_ratio"] > 0
+    assert comparison["ceiling_pods_per_s"] == binder["throughput_pods_per_s"] > 0
+    assert set(comparison["of_ceiling"]) == {"kubesched", "kube-scheduler"}
     assert plot.read_bytes()[:4] == b"\x89PNG"
     # Progress went to stderr, one bar per phase and scheduler.
     assert "[kubesched] measured pods bound" in done.stderr
     assert "[kube-scheduler] measured pods bound" in done.stderr
+    assert "[binder] measured pods bound" in done.stderr
 
 
 def test_backlog_arrival() -> None:
@@ -83,6 +91,7 @@ def test_backlog_arrival() -> None:
         "e2e",
         "--workload=small",
         "--scheduler=kubesched",
+        "--no-ceiling",
         "--arrival=backlog",
         "-o",
         "json",

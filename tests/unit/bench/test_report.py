@@ -127,3 +127,31 @@ def test_plot(tmp_path: Path) -> None:
     out = tmp_path / "t.png"
     plot_throughput([result("kubesched", 90.0), result("kube-scheduler", 120.0)], out)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_ratios_to_the_binders_ceiling() -> None:
+    runs = [result("kubesched", 90.0), result("kube-scheduler", 60.0), result("binder", 120.0)]
+    c = compare(runs)
+    assert c.comparable
+    assert c.ceiling_pods_per_s == 120.0
+    assert c.of_ceiling == {"kubesched": 0.75, "kube-scheduler": 0.5}
+    assert e2e_table(runs, c).splitlines()[-1] == (
+        "of the API server's ceiling (120.0 pods/s, binder): kubesched 0.75x, kube-scheduler 0.50x"
+    )
+
+
+def test_no_ratio_to_the_ceiling_for_a_run_short_of_events() -> None:
+    runs = [
+        result("kubesched", 90.0, events=100),
+        result("kube-scheduler", 60.0),
+        result("binder", 120.0),
+    ]
+    c = compare(runs)
+    assert not c.comparable
+    assert c.of_ceiling == {"kube-scheduler": 0.5}
+    # A binder short of events is no ceiling for anyone, and does not affect the comparison.
+    c = compare(
+        [result("kubesched", 90.0), result("kube-scheduler", 60.0), result("binder", 1, events=3)]
+    )
+    assert c.comparable
+    assert c.of_ceiling == {}
