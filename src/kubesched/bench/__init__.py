@@ -21,7 +21,13 @@ from kubesched.bench._e2e import (
 )
 from kubesched.bench._placement import Placement, check_placement, constraint_violation
 from kubesched.bench._progress import Progress, Silent, StderrProgress
-from kubesched.bench._report import comparison_line, core_table, e2e_table, plot_throughput
+from kubesched.bench._report import (
+    comparison_line,
+    core_table,
+    e2e_table,
+    plot_throughput,
+    summary_table,
+)
 from kubesched.bench._stats import (
     NodeUsage,
     Summary,
@@ -32,13 +38,15 @@ from kubesched.bench._stats import (
     std_dev,
     throughput_series,
 )
-from kubesched.bench._workloads import WORKLOADS, Workload, workload
+from kubesched.bench._workloads import ALL, UPSTREAM, WORKLOADS, Workload, workload
 
 __all__ = [
+    "ALL",
     "APISERVER_ARGS",
     "ARRIVALS",
     "PROFILES",
     "SCHEDULERS",
+    "UPSTREAM",
     "WORKLOADS",
     "BenchError",
     "Comparison",
@@ -68,6 +76,7 @@ __all__ = [
     "run_one",
     "scheduler_config",
     "std_dev",
+    "summary_table",
     "throughput_series",
     "workload",
 ]

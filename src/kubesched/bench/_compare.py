@@ -37,6 +37,10 @@ class Comparison:
     """The runs of one workload side by side."""
 
     workload: str
+    arrival: str
+    #: scheduler_perf's CI threshold for the workload (pods/s), printed for reference only:
+    #: its machines are far larger than a 2-core one.
+    upstream_threshold: float | None
     #: Measured pods bound per second, by scheduler.
     throughput: dict[str, float]
     #: kubesched / kube-scheduler; ``None`` without both runs or when not comparable.
@@ -58,8 +62,9 @@ class Comparison:
         return out
 
 
-def compare(results: Sequence[E2EResult]) -> Comparison:
-    """Compare the runs of one workload (any of kubesched and kube-scheduler)."""
+def compare(results: Sequence[E2EResult], *, threshold: float | None = None) -> Comparison:
+    """Compare the runs of one workload (any of kubesched, kube-scheduler and the binder);
+    ``threshold`` is upstream's for the workload."""
     by = {r.scheduler: r for r in results}
     ours, theirs, binder = by.get(KUBESCHED), by.get(KUBE_SCHEDULER), by.get(CEILING)
     reasons = [
@@ -82,6 +87,8 @@ def compare(results: Sequence[E2EResult]) -> Comparison:
                     of_ceiling[r.scheduler] = ratio
     return Comparison(
         workload=results[0].workload if results else "",
+        arrival=results[0].arrival if results else "",
+        upstream_threshold=threshold,
         throughput={r.scheduler: r.throughput_pods_per_s for r in results},
         throughput_ratio=throughput_ratio,
         cpu_per_pod_ratio=cpu_ratio,

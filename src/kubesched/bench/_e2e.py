@@ -10,8 +10,12 @@ perf suite relies on (no priority and fairness, large in-flight limits), then:
 4. the measured pods are created as fast as the API server takes them, from many concurrent
    requests, and the run waits until every one is bound (or nothing is bound for
    ``stall_timeout`` seconds);
-5. nodes and pods are listed and checked: overcommitted nodes, constraint violations, pods left
+5. the measured pods' ``Scheduled`` events are counted (see _events);
+6. nodes and pods are listed and checked: overcommitted nodes, constraint violations, pods left
    unbound, and the spread of allocated CPU.
+
+That is ``rate`` arrival. With ``backlog`` arrival the scheduler that placed the init pods is
+stopped, every measured pod is created, and a fresh scheduler process starts on them all.
 
 Timing comes from a watch on the pods (the API server's side): a pod's latency is from its
 ADDED event to the event that shows it bound, throughput is bound pods per second. CPU seconds
@@ -22,10 +26,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -344,7 +349,7 @@ async def _measure(
         # With backlog arrival the init pods are scheduled by a first scheduler process, stopped
         # before the measured pods are created; the one measured starts on the full backlog.
         pid: int | None = None
-        if arrival == ARRIVAL_RATE or init_pods:
+        if arrival == ARRIVAL_RATE or (init_pods and shape.init_pods_bind):
             pid = start_scheduler()
         apiserver_pid = _cluster_pid(cluster, "kube-apiserver")
 
@@ -352,14 +357,16 @@ async def _measure(
         if init_names:
             bar = progress.bar(f"[{which}] creating init pods", init_pods)
             bodies = [
-                encoder.encode(shape.make_pod(i, name, NAMESPACE))
+                encoder.encode(shape.make_init_pod(i, name, NAMESPACE))
                 for i, name in enumerate(init_names)
             ]
             errors += await creator.create_all(
                 pods_path, bodies, connections=CREATE_CONCURRENCY, on_done=bar.update
             )
             bar.close()
-            if (
+            if not shape.init_pods_bind:
+                await _wait_seen(times, init_names, stall_timeout)
+            elif (
                 await _wait_bound(
                     times,
                     init_names,
@@ -382,6 +389,13 @@ async def _measure(
             nonlocal errors
             errors += await creator.create_all(pods_path, bodies, connections=CREATE_CONCURRENCY)
             created_at.append(time.monotonic())
+
+        async def churn(make: Callable[[int, str, str], Any]) -> None:
+            nonlocal errors
+            for i in itertools.count():
+                body = encoder.encode(make(i, f"churn-{i:05d}", NAMESPACE))
+                errors += await creator.create_all(pods_path, [body], connections=1)
+                await asyncio.sleep(shape.churn_interval_s)
 
         creating: asyncio.Task[None] | None = None
         launched: float | None = None
@@ -407,6 +421,7 @@ async def _measure(
             load_start = os.getloadavg()[0]
             start = time.monotonic()
             creating = asyncio.create_task(create())
+        churning = None if shape.churn_pod is None else asyncio.create_task(churn(shape.churn_pod))
         last = await _wait_bound(
             times,
             names,
@@ -414,6 +429,10 @@ async def _measure(
             progress=progress,
             label=f"[{which}] measured pods bound",
         )
+        if churning is not None:
+            churning.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await churning
         after = sample(pid)
         api_after = sample(apiserver_pid) if apiserver_pid else None
         client_cpu = time.process_time() - client_cpu0
@@ -429,10 +448,12 @@ async def _measure(
         all_nodes = await client.list("/api/v1/nodes", type=ObjectList[Node])
 
     placement = check_placement(all_nodes.items, all_pods.items)
-    unbound = sum(1 for p in all_pods.items if not p.spec.node_name)
-    expected = init_pods + measured_pods
-    if len(all_pods.items) < expected:
-        unbound += expected - len(all_pods.items)
+    final = {p.metadata.name: p.spec.node_name for p in all_pods.items}
+    # Measured pods must all be there, bound; init pods that bind must be bound if still there
+    # (preemption deletes some); gated init pods and churn pods are never bound.
+    unbound = sum(1 for n in names if not final.get(n))
+    if shape.init_pods_bind:
+        unbound += sum(1 for n in init_names if n in final and not final[n])
     bound_times = [times.bound[n] for n in names if n in times.bound]
     if launched is None:
         first = min((times.added[n] for n in names if n in times.added), default=start)
@@ -511,6 +532,7 @@ def run_one(
     if arrival not in ARRIVALS:
         raise ValueError(f"unknown arrival {arrival!r}; one of {', '.join(ARRIVALS)}")
     progress = progress or Silent()
+    n, i, m = shape.sizes(nodes, init_pods, measured_pods)
     name = f"bench-{which}-{os.getpid()}"
     progress.note(f"[{which}] starting a control plane ({name})")
     control_plane.up(name, apiserver_args=APISERVER_ARGS, progress=progress.note)
@@ -520,9 +542,9 @@ def run_one(
                 which,
                 shape,
                 cluster=name,
-                nodes=shape.nodes if nodes is None else nodes,
-                init_pods=shape.init_pods if init_pods is None else init_pods,
-                measured_pods=shape.measured_pods if measured_pods is None else measured_pods,
+                nodes=n,
+                init_pods=i,
+                measured_pods=m,
                 arrival=arrival,
                 stall_timeout=stall_timeout,
                 progress=progress,

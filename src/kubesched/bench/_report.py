@@ -173,6 +173,48 @@ def e2e_table(results: Sequence[E2EResult], comparison: Comparison | None = None
     return head + "\n" + "\n".join(line.rstrip() for line in lines)
 
 
+_SUMMARY_HEAD = (
+    "workload",
+    "arrival",
+    "kubesched pods/s",
+    "kube-scheduler pods/s",
+    "kubesched / kube-scheduler",
+    "ceiling pods/s",
+    "kubesched / ceiling",
+    "kube-scheduler / ceiling",
+    "upstream threshold",
+)
+
+
+def _pods_per_s(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f}"
+
+
+def summary_table(comparisons: Sequence[Comparison]) -> str:
+    """One line per workload: throughputs, ratios (``n/c``: not comparable, a run wrote fewer
+    events than it bound pods), and upstream's threshold beside them for reference."""
+    rows: list[tuple[str, ...]] = [_SUMMARY_HEAD]
+    for c in comparisons:
+        ratio = _x(c.throughput_ratio) if c.comparable else "n/c"
+        threshold = c.upstream_threshold
+        rows.append(
+            (
+                c.workload,
+                c.arrival,
+                _pods_per_s(c.throughput.get("kubesched")),
+                _pods_per_s(c.throughput.get("kube-scheduler")),
+                ratio if "kubesched" in c.throughput and "kube-scheduler" in c.throughput else "-",
+                _pods_per_s(c.ceiling_pods_per_s),
+                _x(c.of_ceiling.get("kubesched")),
+                _x(c.of_ceiling.get("kube-scheduler")),
+                "-" if threshold is None else f"{threshold:g}",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(_SUMMARY_HEAD))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
+    return "\n".join(line.rstrip() for line in lines)
+
+
 def plot_throughput(results: Sequence[E2EResult], path: Path) -> None:
     """A PNG of each run's scheduling throughput (bound pods per 1 s window) over time.
 
@@ -203,4 +245,4 @@ def plot_throughput(results: Sequence[E2EResult], path: Path) -> None:
     plt.close(fig)
 
 
-__all__ = ["comparison_line", "core_table", "e2e_table", "plot_throughput"]
+__all__ = ["comparison_line", "core_table", "e2e_table", "plot_throughput", "summary_table"]

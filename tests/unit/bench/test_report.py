@@ -14,6 +14,7 @@ from kubesched.bench import (
     e2e_table,
     plot_throughput,
     run_core,
+    summary_table,
 )
 
 
@@ -155,3 +156,29 @@ def test_no_ratio_to_the_ceiling_for_a_run_short_of_events() -> None:
     )
     assert c.comparable
     assert c.of_ceiling == {}
+
+
+def test_summary_table_one_line_per_workload_with_upstreams_threshold() -> None:
+    ok = compare(
+        [result("kubesched", 90.0), result("kube-scheduler", 60.0), result("binder", 120.0)],
+        threshold=270,
+    )
+    short = compare(
+        [result("kubesched", 90.0, events=100), result("kube-scheduler", 60.0)], threshold=None
+    )
+    assert (ok.upstream_threshold, ok.arrival) == (270, "rate")
+    lines = summary_table([ok, short]).splitlines()
+    assert lines[0].split("  ")[0] == "workload"
+    assert lines[1].split() == [
+        "small",
+        "rate",
+        "90.0",
+        "60.0",
+        "1.50x",
+        "120.0",
+        "0.75x",
+        "0.50x",
+        "270",
+    ]
+    # Not comparable: a run wrote fewer events than it bound pods.
+    assert lines[2].split() == ["small", "rate", "90.0", "60.0", "n/c", "-", "-", "-", "-"]
