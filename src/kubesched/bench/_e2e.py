@@ -223,11 +223,6 @@ def _cluster_pid(cluster: str, name: str) -> int | None:
     return None
 
 
-def _component(which: str) -> str:
-    """The scheduler's component name on the control plane."""
-    return which
-
-
 def _start_scheduler(
     which: str, cluster: str, kubeconfig: Path, config_file: Path, progress: Progress
 ) -> int:
@@ -401,7 +396,8 @@ async def _measure(
         launched: float | None = None
         if arrival == ARRIVAL_BACKLOG:
             if pid is not None:
-                control_plane.stop_component(_component(which), cluster=cluster)
+                # Each scheduler runs as the control plane's component of its own name.
+                control_plane.stop_component(which, cluster=cluster)
             progress.note(f"[{which}] creating {measured_pods} pods before the scheduler starts")
             start = time.monotonic()
             await create()

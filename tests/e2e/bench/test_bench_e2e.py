@@ -108,3 +108,34 @@ def test_backlog_arrival() -> None:
     assert r["throughput_pods_per_s"] > 0
     # The pods were all created before the scheduler started.
     assert "creating 500 pods before the scheduler starts" in done.stderr
+
+
+def test_preemption_basic_by_its_upstream_name() -> None:
+    """PreemptionBasic at upstream's integration size (5 nodes, 20 low-priority init pods, 5
+    high-priority measured pods): each measured pod is bound once three victims are deleted,
+    with no node over-committed, for both schedulers."""
+    argv = [
+        sys.executable,
+        "-c",
+        "from kubesched.cli import main; main()",
+        "bench",
+        "e2e",
+        "--workload=PreemptionBasic/1000Nodes",
+        "--nodes=5",
+        "--pods=5",
+        "--no-ceiling",
+        "-o",
+        "json",
+    ]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    document = json.loads(done.stdout)
+    assert [r["scheduler"] for r in document["results"]] == ["kubesched", "kube-scheduler"]
+    for r in document["results"]:
+        assert r["workload"] == "PreemptionBasic/1000Nodes"
+        assert (r["nodes"], r["init_pods"], r["measured_pods"]) == (5, 20, 5)
+        assert (r["overcommitted_nodes"], r["unbound_pods"]) == (0, 0), r["errors"]
+        assert r["pods_bound"] == r["events_written"] == 5
+    [comparison] = document["comparisons"]
+    assert comparison["workload"] == "PreemptionBasic/1000Nodes"
+    assert comparison["upstream_threshold"] is None
