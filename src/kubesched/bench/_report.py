@@ -166,7 +166,8 @@ def e2e_table(results: Sequence[E2EResult], comparison: Comparison | None = None
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
     if comparison is not None:
-        lines.append(comparison_line(comparison))
+        if {"kubesched", "kube-scheduler"} <= comparison.throughput.keys():
+            lines.append(comparison_line(comparison))
         ceiling = ceiling_line(comparison)
         if ceiling is not None:
             lines.append(ceiling)

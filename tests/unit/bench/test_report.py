@@ -113,6 +113,7 @@ def test_one_scheduler_alone_is_not_compared() -> None:
     assert not c.comparable
     assert (c.throughput_ratio, c.peak_rss_ratio) == (None, None)
     assert "needs a run of each" in comparison_line(c)
+    assert "kubesched / kube-scheduler" not in e2e_table([result("kubesched", 90.0)], c)
 
 
 def test_core_table() -> None:
