@@ -480,8 +480,10 @@ UPSTREAM: dict[str, Workload] = {
         ),
     )
 }
-#: What ``--workload all`` runs.
-ALL = tuple(UPSTREAM)
+#: What ``--workload all`` runs: what fits in an hour on a 2-core machine, estimated from
+#: SchedulingBasic's full-size run (docs/benchmarks.md). SchedulingWhileGated's 30,000 pods
+#: alone would take a quarter of an hour more; it runs by its name.
+ALL = tuple(n for n in UPSTREAM if not n.startswith("SchedulingWhileGated/"))
 
 
 WORKLOADS: dict[str, Workload] = {

@@ -122,7 +122,9 @@ UPSTREAM_SIZES = {
 
 
 def test_upstream_workloads_by_name_with_their_sizes_and_thresholds() -> None:
-    assert set(ALL) == set(UPSTREAM) == set(UPSTREAM_SIZES)
+    assert set(UPSTREAM) == set(UPSTREAM_SIZES)
+    # `all` leaves out the one that does not fit in the hour.
+    assert set(ALL) == set(UPSTREAM) - {"SchedulingWhileGated/1Node_10000GatedPods"}
     for name, sizes in UPSTREAM_SIZES.items():
         w = workload(name)
         assert (w.nodes, w.init_pods, w.measured_pods, w.threshold) == sizes, name
