@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint unit e2e bench binaries prometheus iproute2 clean
+.PHONY: demo test lint unit e2e bench binaries prometheus iproute2 chromium clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +17,7 @@ demo: $(STAMP)
 	$(BIN)/kubesched demo
 
 ## Set up and run every check and test: lint, types, layers, unit, end-to-end.
-test: $(STAMP) lint binaries prometheus iproute2
+test: $(STAMP) lint binaries prometheus iproute2 chromium
 	$(BIN)/pytest -q tests/unit
 	$(BIN)/pytest -q tests/e2e
 
@@ -30,7 +30,7 @@ lint: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
 
-e2e: $(STAMP) binaries prometheus iproute2
+e2e: $(STAMP) binaries prometheus iproute2 chromium
 	$(BIN)/pytest -q tests/e2e
 
 ## Build (once, cached by version) etcd, kube-apiserver, kube-scheduler, kubectl, and for the
@@ -47,6 +47,11 @@ prometheus:
 ## for the image-compatibility tests; `unshare` is util-linux's, always there.
 iproute2:
 	command -v ip || test -x /usr/sbin/ip || (apt-get update && apt-get install -y iproute2)
+
+## Debian's chromium, which the browser tests of `kubesched ui` drive headless through
+## Playwright (a dev dependency; pointed at this browser, it downloads none of its own).
+chromium:
+	command -v chromium || (apt-get update && apt-get install -y chromium)
 
 bench: $(STAMP)
 	$(BIN)/kubesched bench core --nodes 5000 --pods 10000

@@ -6,9 +6,35 @@ inside the commands so that ``kubesched --help`` stays fast.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
 import click
 
 from kubesched import __version__
+
+if TYPE_CHECKING:
+    from kubesched.config import KubeSchedulerConfiguration
+    from kubesched.framework import Registry
+
+#: Options several commands share.
+_cluster_name = click.option("--name", default="kubesched", show_default=True, help="Cluster name.")
+_log_level = click.option(
+    "--log-level",
+    default="INFO",
+    show_default=True,
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+)
+
+
+def _config_option(text: str, *, exists: bool = False) -> Callable[[Any], Any]:
+    """``--config FILE``, a KubeSchedulerConfiguration, passed as ``config_path``."""
+    path = click.Path(dir_okay=False, exists=exists)
+    return click.option("--config", "config_path", type=path, help=text)
+
+
+def _kubeconfig_option(text: str) -> Callable[[Any], Any]:
+    return click.option("--kubeconfig", type=click.Path(dir_okay=False), help=text)
 
 
 def _progress(message: str) -> None:
@@ -27,7 +53,7 @@ def cluster() -> None:
 
 
 @cluster.command("up")
-@click.option("--name", default="kubesched", show_default=True, help="Cluster name.")
+@_cluster_name
 @click.option(
     "--apiserver-arg",
     "apiserver_args",
@@ -60,7 +86,7 @@ def cluster_up(name: str, apiserver_args: tuple[str, ...], timeout: float) -> No
 
 
 @cluster.command("down")
-@click.option("--name", default="kubesched", show_default=True, help="Cluster name.")
+@_cluster_name
 def cluster_down(name: str) -> None:
     """Stop every process of a cluster and remove its state."""
     from kubesched import cluster as control_plane  # noqa: PLC0415 (keeps --help fast)
@@ -130,12 +156,10 @@ def _setup_logging(level: str) -> None:
         level=getattr(logging, level.upper()),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    # One line per HTTP request is the client library's debug detail, not ours.
-    logging.getLogger("httpx2").setLevel(logging.WARNING)
 
 
-def _load_scheduler_config(path: str | None) -> tuple[object, object]:
-    """The plugin registry and the loaded configuration, or a clear error naming the field."""
+def _load_scheduler_config(path: str | None) -> tuple[KubeSchedulerConfiguration, Registry]:
+    """The loaded configuration and the plugin registry, or a clear error naming the field."""
     from kubesched.config import ConfigError, default_config, load_config  # noqa: PLC0415
     from kubesched.framework import plugin_args_types  # noqa: PLC0415
     from kubesched.plugins import default_registry  # noqa: PLC0415
@@ -153,14 +177,11 @@ def _load_scheduler_config(path: str | None) -> tuple[object, object]:
 
 
 @main.command("run")
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(dir_okay=False),
-    help="KubeSchedulerConfiguration file (kubescheduler.config.k8s.io/v1; v1beta1 to v1beta3 "
-    "are converted, with a warning per field). Without it, kube-scheduler's default profile.",
+@_config_option(
+    "KubeSchedulerConfiguration file (kubescheduler.config.k8s.io/v1; v1beta1 to v1beta3 "
+    "are converted, with a warning per field). Without it, kube-scheduler's default profile."
 )
-@click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Cluster to schedule for.")
+@_kubeconfig_option("Cluster to schedule for.")
 @click.option(
     "--port",
     "health_port",
@@ -176,6 +197,12 @@ def _load_scheduler_config(path: str | None) -> tuple[object, object]:
 )
 @click.option("--identity", help="Leader election identity (default: hostname_uuid).")
 @click.option(
+    "--debug-queue",
+    is_flag=True,
+    help="Also serve GET /debug/queue on that address: the scheduling queue as JSON, read-only "
+    "(for `kubesched ui --scheduler`). Off by default: it names every pending pod.",
+)
+@click.option(
     "--pod-max-in-unschedulable-pods-duration",
     "max_unschedulable",
     default="5m",
@@ -183,18 +210,14 @@ def _load_scheduler_config(path: str | None) -> tuple[object, object]:
     help="How long a pod may wait for a cluster event before it is tried again anyway "
     "(kube-scheduler's flag of that name; a Go duration).",
 )
-@click.option(
-    "--log-level",
-    default="INFO",
-    show_default=True,
-    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
-)
+@_log_level
 def run(
     config_path: str | None,
     kubeconfig: str | None,
     health_port: int,
     bind_address: str,
     identity: str | None,
+    debug_queue: bool,
     max_unschedulable: str,
     log_level: str,
 ) -> None:
@@ -204,10 +227,9 @@ def run(
     from kubesched.config import (  # noqa: PLC0415
         ConfigError,
         DurationError,
-        KubeSchedulerConfiguration,
         parse_duration,
     )
-    from kubesched.framework import FrameworkError, Registry  # noqa: PLC0415
+    from kubesched.framework import ProfileError  # noqa: PLC0415
     from kubesched.kube import KubeConfigError  # noqa: PLC0415
     from kubesched.scheduler import serve  # noqa: PLC0415
 
@@ -219,8 +241,6 @@ def run(
         ) from err
     _setup_logging(log_level)
     config, registry = _load_scheduler_config(config_path)
-    assert isinstance(config, KubeSchedulerConfiguration)
-    assert isinstance(registry, Registry)
     try:
         # Profiles are built before the first request: a bad profile never reaches the cluster.
         code = asyncio.run(
@@ -231,13 +251,14 @@ def run(
                 health_host=bind_address,
                 health_port=health_port,
                 identity=identity,
+                debug_queue=debug_queue,
                 pod_max_in_unschedulable_pods_duration=max_unschedulable_s,
             )
         )
     except ConfigError as err:
         where = err.with_source(config_path) if config_path else err
         raise click.ClickException(f"invalid configuration: {where}") from err
-    except FrameworkError as err:
+    except ProfileError as err:
         raise click.ClickException(f"invalid configuration: {err}") from err
     except KubeConfigError as err:
         raise click.ClickException(str(err)) from err
@@ -319,6 +340,20 @@ def plugins() -> None:
         click.echo(f"{r[0].ljust(widths[0])}  {r[1].ljust(widths[1])}  {r[2]}")
 
 
+def _as_invoked() -> str:
+    """``kubesched`` when that is this command on PATH, else the path it was started by (make
+    demo's ``.venv/bin/kubesched``), so that printed commands work as printed."""
+    import os  # noqa: PLC0415
+    import shutil  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    found = shutil.which("kubesched")
+    me = sys.argv[0]
+    if found is not None and os.path.exists(me) and os.path.samefile(found, me):
+        return "kubesched"
+    return me if os.sep in me else "kubesched"
+
+
 @main.command("demo")
 @click.option("--timeout", default=60.0, show_default=True, help="Seconds to wait for decisions.")
 def demo(timeout: float) -> None:
@@ -336,12 +371,34 @@ def demo(timeout: float) -> None:
     for name, (node, why) in outcomes.items():
         click.echo(f"{name.ljust(width)}  {node or 'unschedulable: ' + why}")
     placed = sum(1 for node, _ in outcomes.values() if node)
+    me = _as_invoked()
     click.echo(
         f"\n{placed}/{len(outcomes)} pods scheduled by kubesched. The cluster keeps running:\n"
-        f"  kubectl --kubeconfig {info.kubeconfig} get pods -n {NAMESPACE} -o wide\n"
-        f"  kubectl --kubeconfig {info.kubeconfig} get events -n {NAMESPACE}\n"
-        f"  kubesched cluster down    # when done"
+        f"  {me} kubectl --kubeconfig {info.kubeconfig} get pods -n {NAMESPACE} -o wide\n"
+        f"  {me} kubectl --kubeconfig {info.kubeconfig} get events -n {NAMESPACE}\n"
+        f"  {me} why too-big -n {NAMESPACE} --kubeconfig {info.kubeconfig}\n"
+        f"  {me} cluster down    # when done"
     )
+
+
+@main.command(
+    "kubectl",
+    context_settings={"ignore_unknown_options": True, "help_option_names": []},
+)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def kubectl(args: tuple[str, ...]) -> None:
+    """Run the kubectl built with the local control plane (cached under ~/.cache/kubesched)
+    with ARGS, so that a machine without kubectl on PATH can still look at the cluster."""
+    import os  # noqa: PLC0415
+
+    from kubesched.cluster import find_binaries  # noqa: PLC0415
+
+    binaries = find_binaries()
+    if binaries is None:
+        raise click.ClickException(
+            "kubectl is not built yet: `kubesched cluster binaries` (or `make demo`) builds it"
+        )
+    os.execv(binaries.kubectl, [str(binaries.kubectl), *args])
 
 
 @main.command("simulate")
@@ -355,12 +412,10 @@ def demo(timeout: float) -> None:
     "-o yaml` output), a directory of them, or - for stdin. Repeatable. Without -f and "
     "--from-cluster, a built-in example.",
 )
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(dir_okay=False, exists=True),
-    help="KubeSchedulerConfiguration whose profiles (by schedulerName) schedule the pods. "
+@_config_option(
+    "KubeSchedulerConfiguration whose profiles (by schedulerName) schedule the pods. "
     "Without it, kube-scheduler's default profile.",
+    exists=True,
 )
 @click.option(
     "-o",
@@ -381,11 +436,7 @@ def demo(timeout: float) -> None:
     help="Start from a live cluster's nodes and pods (read-only, list calls only) and simulate "
     "the -f pods, or the cluster's pending pods without -f.",
 )
-@click.option(
-    "--kubeconfig",
-    type=click.Path(dir_okay=False),
-    help="Cluster to read with --from-cluster (default: $KUBECONFIG, ~/.kube/config).",
-)
+@_kubeconfig_option("Cluster to read with --from-cluster (default: $KUBECONFIG, ~/.kube/config).")
 def simulate(
     files: tuple[str, ...],
     config_path: str | None,
@@ -401,14 +452,10 @@ def simulate(
     Exit code 1 if an input object was invalid (and skipped). See docs/simulate.md.
     """
     from kubesched import simulate as simulator  # noqa: PLC0415 (keeps --help fast)
-    from kubesched.config import KubeSchedulerConfiguration  # noqa: PLC0415
-    from kubesched.framework import Registry  # noqa: PLC0415
 
     if kubeconfig and not from_cluster:
         raise click.UsageError("--kubeconfig is only read with --from-cluster")
     config, registry = _load_scheduler_config(config_path)
-    assert isinstance(config, KubeSchedulerConfiguration)
-    assert isinstance(registry, Registry)
     try:
         code = simulator.run(
             list(files),
@@ -424,6 +471,163 @@ def simulate(
     except simulator.SimulateError as err:
         raise click.ClickException(str(err)) from err
     raise SystemExit(code)
+
+
+@main.command("why")
+@click.argument("pod")
+@click.option("-n", "--namespace", default="default", show_default=True)
+@click.option(
+    "-f",
+    "--filename",
+    "files",
+    multiple=True,
+    type=click.Path(exists=True, allow_dash=True),
+    help="Read the cluster from manifests instead (as `simulate -f`); the pod is one of them.",
+)
+@click.option(
+    "--from-cluster",
+    is_flag=True,
+    help="With -f: the live cluster's nodes and running pods too, the pod from the manifests.",
+)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, exists=True),
+    help="KubeSchedulerConfiguration whose profile (by schedulerName) judges the pod. "
+    "Without it, kube-scheduler's default profile, whatever the pod's schedulerName.",
+)
+@click.option(
+    "--kubeconfig",
+    type=click.Path(dir_okay=False),
+    help="Cluster to read (default: $KUBECONFIG, ~/.kube/config).",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+)
+@click.option("--closest", default=5, show_default=True, help="How many closest nodes to show.")
+def why(
+    pod: str,
+    namespace: str,
+    files: tuple[str, ...],
+    from_cluster: bool,
+    config_path: str | None,
+    kubeconfig: str | None,
+    output: str,
+    closest: int,
+) -> None:
+    """Why POD is pending: the plugins that reject nodes, the closest nodes, and ways out.
+
+    Reads the live cluster (list calls only, as `simulate --from-cluster`); every way out is
+    checked by simulating it. Nothing is written. See docs/why.md.
+    """
+    from kubesched import simulate as simulator  # noqa: PLC0415 (keeps --help fast)
+    from kubesched.config import KubeSchedulerConfiguration  # noqa: PLC0415
+    from kubesched.framework import Registry  # noqa: PLC0415
+
+    if from_cluster and not files:
+        raise click.UsageError("--from-cluster goes with -f (without -f the cluster is read)")
+    if kubeconfig and files and not from_cluster:
+        raise click.UsageError("--kubeconfig is not read with -f unless --from-cluster")
+    config, registry = _load_scheduler_config(config_path)
+    assert isinstance(config, KubeSchedulerConfiguration)
+    assert isinstance(registry, Registry)
+    try:
+        code = simulator.run_why(
+            namespace,
+            pod,
+            config,
+            registry,
+            files=list(files),
+            from_cluster=from_cluster,
+            kubeconfig=kubeconfig,
+            output=output,
+            closest=closest,
+            any_scheduler_name=config_path is None,
+            out=lambda text: click.echo(text, nl=False),
+        )
+    except simulator.SimulateError as err:
+        raise click.ClickException(str(err)) from err
+    raise SystemExit(code)
+
+
+@main.command("ui")
+@click.option(
+    "-f",
+    "--filename",
+    "files",
+    multiple=True,
+    type=click.Path(exists=True, allow_dash=True),
+    help="Manifests to show, as `simulate -f`. Without -f and --from-cluster, a built-in example.",
+)
+@click.option(
+    "--from-cluster",
+    is_flag=True,
+    help="Start from a live cluster's nodes and pods (read once, list calls only).",
+)
+@click.option(
+    "--kubeconfig",
+    type=click.Path(dir_okay=False),
+    help="Cluster to read with --from-cluster (default: $KUBECONFIG, ~/.kube/config).",
+)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, exists=True),
+    help="KubeSchedulerConfiguration, as `simulate --config`. Without it, kube-scheduler's "
+    "default profile judges every pod, whatever its schedulerName.",
+)
+@click.option("--seed", type=int, help="Seed of the random tie-break between equal scores.")
+@click.option("--address", default="127.0.0.1", show_default=True, help="Address to serve on.")
+@click.option("--port", default=10270, show_default=True, help="Port to serve on.")
+@click.option(
+    "--scheduler",
+    default="",
+    help="Base URL of a `kubesched run --debug-queue` health listener (e.g. "
+    "http://127.0.0.1:10259): its queue is shown too.",
+)
+def ui(
+    files: tuple[str, ...],
+    from_cluster: bool,
+    kubeconfig: str | None,
+    config_path: str | None,
+    seed: int | None,
+    address: str,
+    port: int,
+    scheduler: str,
+) -> None:
+    """Serve a web page on the simulation: nodes by zone, per pod the explain table and why,
+    what-if runs in memory, and a running scheduler's queue. Nothing is written to a cluster.
+    See docs/ui.md."""
+    from kubesched import ui as page  # noqa: PLC0415 (keeps --help fast)
+    from kubesched.config import KubeSchedulerConfiguration  # noqa: PLC0415
+    from kubesched.framework import Registry  # noqa: PLC0415
+    from kubesched.simulate import SimulateError  # noqa: PLC0415
+
+    if kubeconfig and not from_cluster:
+        raise click.UsageError("--kubeconfig is only read with --from-cluster")
+    config, registry = _load_scheduler_config(config_path)
+    assert isinstance(config, KubeSchedulerConfiguration)
+    assert isinstance(registry, Registry)
+    try:
+        page.serve(
+            list(files),
+            config,
+            registry,
+            from_cluster=from_cluster,
+            kubeconfig=kubeconfig,
+            host=address,
+            port=port,
+            seed=seed,
+            scheduler=scheduler,
+            any_scheduler_name=config_path is None,
+            progress=_progress,
+        )
+    except SimulateError as err:
+        raise click.ClickException(str(err)) from err
 
 
 @main.group()
@@ -598,12 +802,7 @@ def bench_e2e(
 
 
 @main.command("extender")
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(dir_okay=False),
-    help="KubeSchedulerConfiguration whose profiles to serve (the first is the default).",
-)
+@_config_option("KubeSchedulerConfiguration whose profiles to serve (the first is the default).")
 @click.option(
     "--agents",
     metavar="A,B,...",
@@ -631,11 +830,9 @@ def bench_e2e(
     type=click.Path(dir_okay=False),
     help="Require client certificates signed by this CA (mutual TLS).",
 )
-@click.option(
-    "--kubeconfig",
-    type=click.Path(dir_okay=False),
-    help="Cluster for the node and pod informers and for binding "
-    "(default: $KUBECONFIG, in-cluster, ~/.kube/config).",
+@_kubeconfig_option(
+    "Cluster for the node and pod informers and for binding "
+    "(default: $KUBECONFIG, in-cluster, ~/.kube/config)."
 )
 @click.option(
     "--standalone",
@@ -706,9 +903,7 @@ def extender(
     required=True,
     help="Prometheus URL (http://prometheus.monitoring:9090); user:password@ for basic auth.",
 )
-@click.option(
-    "--kubeconfig", type=click.Path(dir_okay=False), help="Cluster whose nodes to annotate."
-)
+@_kubeconfig_option("Cluster whose nodes to annotate.")
 @click.option(
     "--interval", default="60", show_default=True, help="Between rounds: seconds, or 1m, 90s..."
 )
@@ -731,12 +926,7 @@ def extender(
 )
 @click.option("--bearer-token-file", default="", help="Bearer token for Prometheus (re-read).")
 @click.option("--ca-file", default="", help="CA bundle of an HTTPS Prometheus.")
-@click.option(
-    "--log-level",
-    default="INFO",
-    show_default=True,
-    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
-)
+@_log_level
 def annotate_nodes(
     prometheus: str,
     kubeconfig: str | None,

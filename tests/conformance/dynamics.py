@@ -17,9 +17,7 @@ Run from the repository root:  PYTHONPATH=tests python tests/conformance/dynamic
 
 from __future__ import annotations
 
-import argparse
 import copy
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -38,6 +36,7 @@ from conformance.regenerate import (
     create_node,
     ensure_namespace,
     key,
+    recording,
     scheduler_config,
 )
 from kubesched import cluster
@@ -358,26 +357,14 @@ class KubeSchedulerLauncher:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("scenarios", nargs="*", help="scenario names (default: all)")
-    parser.add_argument("--cluster", default="conformance", help="cluster name")
-    parser.add_argument("--keep", action="store_true", help="leave the cluster running")
-    args = parser.parse_args()
-    binaries = cluster.ensure_binaries(progress=lambda m: sys.stderr.write(m + "\n"))
-    version = subprocess.run(
-        [str(binaries.kube_scheduler), "--version"], capture_output=True, text=True, check=True
-    ).stdout.strip()
-    started = cluster.info(args.cluster) is None
-    info = cluster.up(args.cluster, progress=lambda m: sys.stderr.write(m + "\n"))
-    try:
-        api = Api(info)
-        launch = KubeSchedulerLauncher(api, args.cluster)
-        for name in args.scenarios or names():
+    with recording(__doc__.split("\n\n")[0]) as rec:
+        launch = KubeSchedulerLauncher(rec.api, rec.cluster)
+        for name in rec.scenarios or names():
             scenario = load(name)
             sys.stderr.write(f"{name}\n")
-            result = run(api, scenario, launch)
+            result = run(rec.api, scenario, launch)
             header = "# Recorded from the real kube-scheduler by dynamics.py; do not edit.\n"
-            body = {"generatedBy": "tests/conformance/dynamics.py", "kubeScheduler": version}
+            body = {"generatedBy": "tests/conformance/dynamics.py", "kubeScheduler": rec.version}
             body.update(result)
             scenario.expected_path.write_text(
                 header + yaml.safe_dump(body, sort_keys=False, width=1000)
@@ -385,10 +372,6 @@ def main() -> None:
             for p in result["pods"]:
                 sys.stderr.write(f"  {p}\n")
             sys.stderr.write(f"  attempts: {result['attempts']}\n")
-        clean(api)
-    finally:
-        if started and not args.keep:
-            cluster.down(args.cluster)
 
 
 if __name__ == "__main__":

@@ -7,8 +7,10 @@ local control plane (``kubesched cluster``, started if needed, left running with
 1. deletes whatever a previous scenario left (pods, nodes, the PriorityClasses it created,
    storage objects, PodDisruptionBudgets and workloads);
 2. creates the scenario's Namespaces (with their labels) and PriorityClasses, its storage objects
-   (StorageClasses, CSINodes, PersistentVolumes, PersistentVolumeClaims), PodDisruptionBudgets
-   and pod-selecting workloads (Services, ReplicationControllers, ReplicaSets, StatefulSets),
+   (StorageClasses, CSINodes, PersistentVolumes, PersistentVolumeClaims), PodDisruptionBudgets,
+   pod-selecting workloads (Services, ReplicationControllers, ReplicaSets, StatefulSets) and
+   dynamic resource allocation objects (DeviceClasses, ResourceSlices, ResourceClaimTemplates,
+   ResourceClaims),
    its Nodes (status written through the status subresource, as for PVs,
    PVCs and PDBs), then its pods that have ``spec.nodeName`` (already running);
 3. starts the built kube-scheduler with the scenario's ``config.yaml`` (or ``default-config.yaml``),
@@ -19,12 +21,15 @@ local control plane (``kubesched cluster``, started if needed, left running with
    schedulerName no profile has) left alone for a while, before the next: the order simulate uses.
    ``mode: batch``: creates every pending pod before starting kube-scheduler, so that its queue
    orders them (PrioritySort), and waits for all of them;
-5. writes ``expected.yaml``: per pod, the node, or the reason and message, as first observed.
+5. writes ``expected.yaml``: per pod, the node, or the reason and message, as first observed;
+   for a bound pod with resource claims, the devices allocated to each (``devices``).
 
-No controller-manager runs, so this script does the two things of its controllers that
+No controller-manager runs, so this script does the things of its controllers that
 kube-scheduler waits for: it completes the binding of a PV that kube-scheduler's VolumeBinding
-pre-bound to a claim (as the PV controller would), and it finishes the graceful deletion of
-preemption victims (as the kubelet would). A pod that kube-scheduler nominates to a node
+pre-bound to a claim (as the PV controller would), it finishes the graceful deletion of
+preemption victims (as the kubelet would), and for a pod whose ResourceClaim comes from a
+template it creates the claim and names it in the pod's status (as the resourceclaim controller
+would). A pod that kube-scheduler nominates to a node
 (preemption) is followed until it is bound; its entry then has the node it ended on, plus
 ``nominatedNodeName`` and ``victims`` (the scenario's pods deleted meanwhile).
 
@@ -34,6 +39,7 @@ Run from the repository root:  python tests/conformance/regenerate.py [SCENARIO 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import http.client
 import json
@@ -42,6 +48,8 @@ import subprocess
 import sys
 import time
 import urllib.parse
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +81,20 @@ OBJECT_KINDS: tuple[tuple[str, str, bool, bool], ...] = (
     ("ReplicationController", "/api/v1/namespaces/{ns}/replicationcontrollers", True, False),
     ("ReplicaSet", "/apis/apps/v1/namespaces/{ns}/replicasets", True, False),
     ("StatefulSet", "/apis/apps/v1/namespaces/{ns}/statefulsets", True, False),
+    # Dynamic resource allocation: devices published by hand (no driver runs), classes, claims
+    # (an allocated one with its status) and templates.
+    ("DeviceClass", "/apis/resource.k8s.io/v1/deviceclasses", False, False),
+    ("ResourceSlice", "/apis/resource.k8s.io/v1/resourceslices", False, False),
+    (
+        "ResourceClaimTemplate",
+        "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates",
+        True,
+        False,
+    ),
+    ("ResourceClaim", "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims", True, True),
 )
+#: The resourceclaim controller's cut of ``<pod>-<claim>`` before its generated suffix.
+CLAIM_NAME_BASE = 57
 #: How long a pod for a scheduler no profile has must stay untouched to count as not handled.
 NOT_HANDLED_WAIT = 3.0
 
@@ -286,6 +307,82 @@ def create_pod(api: Api, doc: dict[str, Any], renamed: dict[str, str]) -> None:
     api.request("POST", f"/api/v1/namespaces/{ns}/pods", pod)
 
 
+def make_template_claims(api: Api, doc: dict[str, Any]) -> None:
+    """The resourceclaim controller's part for a pod whose claims come from templates: a claim
+    of the template's spec, owned by the pod, named in the pod's ``resourceClaimStatuses``."""
+    ns = doc["metadata"].get("namespace") or "default"
+    name = doc["metadata"]["name"]
+    entries = [
+        c for c in doc["spec"].get("resourceClaims") or [] if c.get("resourceClaimTemplateName")
+    ]
+    if not entries:
+        return
+    pod_path = f"/api/v1/namespaces/{ns}/pods/{name}"
+    pod = api.request("GET", pod_path)
+    statuses = []
+    for entry in entries:
+        template = api.request(
+            "GET",
+            f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates/"
+            f"{entry['resourceClaimTemplateName']}",
+        )
+        meta = template["spec"].get("metadata") or {}
+        claim = {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {
+                "generateName": f"{name}-{entry['name']}"[:CLAIM_NAME_BASE] + "-",
+                "labels": {**(meta.get("labels") or {}), LABEL: "true"},
+                "annotations": {
+                    **(meta.get("annotations") or {}),
+                    "resource.kubernetes.io/pod-claim-name": entry["name"],
+                },
+                "ownerReferences": [
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Pod",
+                        "name": name,
+                        "uid": pod["metadata"]["uid"],
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
+                ],
+            },
+            "spec": template["spec"]["spec"],
+        }
+        created = api.request(
+            "POST", f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims", claim
+        )
+        statuses.append({"name": entry["name"], "resourceClaimName": created["metadata"]["name"]})
+    pod["status"]["resourceClaimStatuses"] = statuses
+    api.request("PUT", f"{pod_path}/status", pod)
+
+
+def claim_devices(api: Api, doc: dict[str, Any]) -> dict[str, list[str]]:
+    """Per pod claim: the devices allocated to it (``request: driver/pool/device``), as
+    kube-scheduler wrote them."""
+    ns = doc["metadata"].get("namespace") or "default"
+    pod = api.request("GET", f"/api/v1/namespaces/{ns}/pods/{doc['metadata']['name']}")
+    made = {
+        s["name"]: s.get("resourceClaimName")
+        for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []
+    }
+    out: dict[str, list[str]] = {}
+    for entry in pod["spec"].get("resourceClaims") or []:
+        name = entry.get("resourceClaimName") or made.get(entry["name"])
+        if not name:
+            continue
+        claim = api.request(
+            "GET", f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{name}"
+        )
+        allocation = (claim.get("status") or {}).get("allocation") or {}
+        out[entry["name"]] = [
+            f"{r['request']}: {r['driver']}/{r['pool']}/{r['device']}"
+            for r in (allocation.get("devices") or {}).get("results") or []
+        ]
+    return out
+
+
 def outcome(pod: dict[str, Any], handled: bool, age: float) -> dict[str, Any] | None:
     """What became of a pod so far, or ``None`` while undecided."""
     node = pod["spec"].get("nodeName")
@@ -401,13 +498,18 @@ def run_scenario(api: Api, directory: Path, scheduler_version: str) -> None:
         if mode == "batch":
             for pod in pending:
                 create_pod(api, pod, renamed)
+                make_template_claims(api, pod)
             cluster.start_kube_scheduler(config_file, cluster=CLUSTER, name=COMPONENT)
             results = wait_for(api, pending, handled, every, namespaces)
         else:
             cluster.start_kube_scheduler(config_file, cluster=CLUSTER, name=COMPONENT)
             for pod in pending:
                 create_pod(api, pod, renamed)
+                make_template_claims(api, pod)
                 results.update(wait_for(api, [pod], handled, every, namespaces))
+        for pod in pending:
+            if pod["spec"].get("resourceClaims") and results[key(pod)]["node"]:
+                results[key(pod)]["devices"] = claim_devices(api, pod)
     finally:
         cluster.stop_component(COMPONENT, cluster=CLUSTER)
         config_file.unlink(missing_ok=True)
@@ -424,29 +526,49 @@ def run_scenario(api: Api, directory: Path, scheduler_version: str) -> None:
         sys.stderr.write(f"  {p}\n")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+@dataclass
+class Recording:
+    """A recording session: the scenarios asked for, on a local control plane."""
+
+    api: Api
+    cluster: str
+    #: ``kube-scheduler --version``
+    version: str
+    scenarios: list[str]
+
+
+@contextlib.contextmanager
+def recording(description: str) -> Iterator[Recording]:
+    """Parse the command line (scenario names, ``--cluster``, ``--keep``), start the cluster
+    (left running with ``--keep``) and the built kube-scheduler's version; empty the cluster
+    at the end."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("scenarios", nargs="*", help="scenario names (default: all)")
     parser.add_argument("--cluster", default="conformance", help="cluster name")
     parser.add_argument("--keep", action="store_true", help="leave the cluster running")
     args = parser.parse_args()
-    global CLUSTER  # noqa: PLW0603 (one name for the whole run)
-    CLUSTER = args.cluster
-    names = args.scenarios or sorted(p.name for p in SCENARIOS.iterdir() if p.is_dir())
     binaries = cluster.ensure_binaries(progress=lambda m: sys.stderr.write(m + "\n"))
     version = subprocess.run(
         [str(binaries.kube_scheduler), "--version"], capture_output=True, text=True, check=True
     ).stdout.strip()
-    started = cluster.info(CLUSTER) is None
-    info = cluster.up(CLUSTER, progress=lambda m: sys.stderr.write(m + "\n"))
+    started = cluster.info(args.cluster) is None
+    info = cluster.up(args.cluster, progress=lambda m: sys.stderr.write(m + "\n"))
     try:
         api = Api(info)
-        for name in names:
-            run_scenario(api, SCENARIOS / name, version)
+        yield Recording(api, args.cluster, version, list(args.scenarios))
         clean(api)
     finally:
         if started and not args.keep:
-            cluster.down(CLUSTER)
+            cluster.down(args.cluster)
+
+
+def main() -> None:
+    global CLUSTER  # noqa: PLW0603 (one name for the whole run)
+    with recording(__doc__.split("\n\n")[0]) as rec:
+        CLUSTER = rec.cluster
+        names = rec.scenarios or sorted(p.name for p in SCENARIOS.iterdir() if p.is_dir())
+        for name in names:
+            run_scenario(rec.api, SCENARIOS / name, rec.version)
 
 
 if __name__ == "__main__":

@@ -1,27 +1,8 @@
 """``kubesched annotate-nodes``: write the usage statistics SafeOverload and SafeBalance read.
 
-kube-safe-scheduler pairs its scheduler with a node annotator that asks Prometheus for each
-node's free memory and CPU over a past window and writes their mean and standard deviation on the
-node. This is that companion. Every ``--interval`` it sends two range queries (``query_range``,
-one point every ``--step`` over the last ``--window``):
-
-- free memory, bytes: ``max by (<node label>) (node_memory_MemAvailable_bytes)``
-- free CPU, millicores:
-  ``sum by (<node label>) (rate(node_cpu_seconds_total{mode="idle"}[<rate window>])) * 1000``
-
-and patches each node of the cluster that has points with::
-
-    mean-free-cpu, std-free-cpu, mean-free-memory, std-free-memory
-    kubesched.io/stats-updated-at: <RFC 3339 time of the round>
-
-The mean is over the points; the standard deviation is the sample one (``n - 1``, as the
-original's pandas ``std()``), 0 with a single point. A resource without points for a node has its
-two annotations removed, so that the plugins do not read old values under a new timestamp. Nodes
-without any points are left alone: their timestamp ages until the plugins stop using them.
-
-Node names come from a label of the node exporter's series (``--node-label``, default
-``kubernetes_node``) or, with ``--node-uname-info``, from ``node_uname_info``'s ``nodename``
-joined on ``instance``. See ``docs/annotator.md``.
+kube-safe-scheduler's node annotator: every ``--interval`` it asks Prometheus for each node's free
+CPU and memory over the last ``--window`` and writes their mean and standard deviation on the
+node. The queries, the annotations, the statistics and how nodes are named: docs/annotator.md.
 """
 
 from __future__ import annotations

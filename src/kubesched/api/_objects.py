@@ -43,6 +43,7 @@ class ObjectMeta(_Obj):
     labels: dict[str, str] = {}
     annotations: dict[str, str] = {}
     owner_references: list[OwnerReference] = []
+    finalizers: list[str] = []
 
 
 class ListMeta(_Obj):
@@ -276,10 +277,19 @@ class PodCondition(_Obj):
     last_probe_time: str | None = None
 
 
+class PodResourceClaimStatus(_Obj):
+    """An entry of ``status.resourceClaimStatuses``: the ResourceClaim the resourceclaim
+    controller created from a template for the pod's claim ``name`` (``None``: none needed)."""
+
+    name: str = ""
+    resource_claim_name: str | None = None
+
+
 class PodStatus(_Obj):
     phase: str = ""
     conditions: list[PodCondition] = []
     nominated_node_name: str = ""
+    resource_claim_statuses: list[PodResourceClaimStatus] = []
     # RFC 3339; preemption prefers victims that started last.
     start_time: str | None = None
 

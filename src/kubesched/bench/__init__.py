@@ -13,12 +13,12 @@ from kubesched.bench._e2e import (
     APISERVER_ARGS,
     ARRIVALS,
     SCHEDULERS,
-    BenchError,
     E2EResult,
     run_e2e,
     run_one,
     scheduler_config,
 )
+from kubesched.bench._errors import BenchError
 from kubesched.bench._placement import Placement, check_placement, constraint_violation
 from kubesched.bench._progress import Progress, Silent, StderrProgress
 from kubesched.bench._report import (

@@ -25,6 +25,7 @@ from typing import Any
 import msgspec
 
 from kubesched.api import Node, Pod
+from kubesched.bench._errors import BenchError
 from kubesched.bench._placement import check_placement
 from kubesched.bench._plugin_sets import plugin_set_config
 from kubesched.bench._proc import own_peak_rss_bytes, reset_peak_rss, sample
@@ -33,21 +34,12 @@ from kubesched.bench._stats import Summary
 from kubesched.bench._workloads import Workload, workload
 from kubesched.config import KubeSchedulerConfiguration
 from kubesched.framework import (
-    ClusterEventWithHint,
-    Framework,
     QueuedPodInfo,
     Registry,
     Snapshot,
-    Status,
     build_frameworks,
 )
-from kubesched.scheduler import (
-    Cache,
-    Outcome,
-    Scheduler,
-    SchedulerMetrics,
-    SchedulingQueue,
-)
+from kubesched.scheduler import Outcome, Scheduler, SchedulerMetrics, new_scheduler
 
 #: ``bench core --profile`` -> workload whose node and pod shapes it uses.
 PROFILES = {"default": "basic", "mixed": "mixed", "spread": "spread"}
@@ -56,7 +48,7 @@ NAMESPACE = "bench"
 _POLL = 0.05
 
 
-class BindConflictError(Exception):
+class BindConflictError(BenchError):
     """A binding the API server would refuse (unknown pod, other UID, already bound)."""
 
 
@@ -163,14 +155,6 @@ class CoreResult:
         return out
 
 
-def _events(frameworks: dict[str, Framework]) -> dict[str, list[ClusterEventWithHint]]:
-    out: dict[str, list[ClusterEventWithHint]] = {}
-    for fwk in frameworks.values():
-        for plugin, events in fwk.events_to_register().items():
-            out.setdefault(plugin, []).extend(events)
-    return out
-
-
 def make_nodes(shape: Workload, count: int) -> list[Node]:
     return [msgspec.convert(shape.make_node(i), Node) for i in range(count)]
 
@@ -225,30 +209,18 @@ async def _run(
     frameworks = build_frameworks(
         config, registry, snapshot, client=cluster, rng=random.Random(seed), metrics=metrics
     )
-    first = next(iter(frameworks.values()))
-
-    def pre_enqueue(pod: Pod) -> Status | None:
-        fwk = frameworks.get(pod.spec.scheduler_name)
-        return None if fwk is None else fwk.run_pre_enqueue(pod)
-
-    queue = SchedulingQueue(
-        less=first.less,
-        sort_key=first.sort_key,
-        pre_enqueue=pre_enqueue,
-        events_to_register=_events(frameworks),
-        pod_initial_backoff=float(config.pod_initial_backoff_seconds),
-        pod_max_backoff=float(config.pod_max_backoff_seconds),
-        pending_pods_metric=metrics.set_pending,
-    )
     writer = _Writer()
-    scheduler = _TimedScheduler(
-        profiles=frameworks,
-        cache=Cache(snapshot),
-        queue=queue,
-        writer=writer,
+    scheduler = new_scheduler(
+        config,
+        frameworks,
+        snapshot,
+        writer,
         metrics=metrics,
         pod_lookup=cluster.lookup,
+        scheduler_type=_TimedScheduler,
     )
+    assert isinstance(scheduler, _TimedScheduler)
+    queue = scheduler.queue
     scheduler.cycle_seconds = []
     cluster.scheduler = scheduler
     for node in nodes:

@@ -39,6 +39,7 @@ import msgspec
 import yaml
 
 from kubesched.api import Node, ObjectList, Pod
+from kubesched.bench._errors import BenchError
 from kubesched.bench._events import settled_scheduled_events
 from kubesched.bench._http import FastClient
 from kubesched.bench._placement import check_placement
@@ -72,10 +73,6 @@ ARRIVAL_RATE = "rate"
 #: Every measured pod exists before the scheduler starts: the scheduler's own ceiling.
 ARRIVAL_BACKLOG = "backlog"
 ARRIVALS = (ARRIVAL_RATE, ARRIVAL_BACKLOG)
-
-
-class BenchError(Exception):
-    """A run could not be set up or carried out."""
 
 
 @dataclass(slots=True)
@@ -589,7 +586,6 @@ __all__ = [
     "CLIENT_BURST",
     "CLIENT_QPS",
     "SCHEDULERS",
-    "BenchError",
     "E2EResult",
     "run_e2e",
     "run_one",

@@ -13,6 +13,7 @@ import asyncio
 import ssl
 from collections.abc import Callable, Sequence
 
+from kubesched.bench._errors import BenchError
 from kubesched.kube._http1 import ConnectionPool, TransportError
 
 #: Statuses worth retrying: throttled, or the server is busy or starting.
@@ -20,7 +21,7 @@ RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 ALREADY_EXISTS = 409
 
 
-class HTTPError(Exception):
+class HTTPError(BenchError):
     def __init__(self, status: int, body: bytes) -> None:
         super().__init__(f"HTTP {status}: {body[:300].decode(errors='replace')}")
         self.status = status

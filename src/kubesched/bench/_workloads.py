@@ -1,30 +1,9 @@
 """The nodes and pods a benchmark creates, as the API server's JSON.
 
-``basic`` is kube-scheduler's ``SchedulingBasic`` from ``test/integration/scheduler_perf``:
-``templates/node-default.yaml`` (4 CPU, 32Gi, 110 pods, Ready) and ``templates/pod-default.yaml``
-(one pause container requesting 100m CPU and 500Mi, with a container port). Its perf workload
-``5000Nodes_10000Pods`` has 5,000 nodes, 1,000 init pods and 10,000 measured pods.
-
-``mixed`` keeps the node shape and adds what the default plugins have to work for: zones, a
-tainted fifth of the nodes, pods of several sizes, required and preferred node affinity,
-tolerations, and best-effort pods. Every pod fits somewhere by construction, so a pod left
-unbound is a scheduler failure.
-
-``small`` is ``mixed`` at a size CI runs in well under two minutes.
-
-``spread`` is kube-scheduler's ``TopologySpreading`` (``5000Nodes_5000Pods``: 5,000 nodes labelled
-``topology.kubernetes.io/zone`` ``moon-1``, ``moon-2``, ``moon-3`` in turn, 5,000 init and 5,000
-measured pods) with ``SchedulingPodAntiAffinity``'s and ``PreferredTopologySpreading``'s pods mixed
-in, each template as in ``templates/``: in a cycle of 10 pods, 5 ``pod-with-topology-spreading``
-(``color: blue``, maxSkew 5 by zone, DoNotSchedule), 1 ``pod-with-preferred-topology-spreading``
-(the same constraint, ScheduleAnyway), 2 ``pod-with-pod-anti-affinity`` (``color: green``,
-required anti-affinity to green pods by hostname) and 2 ``pod-default``. Two deviations, both so
-that the final placement can be checked against hard bounds: the ScheduleAnyway pods are labelled
-``color: yellow`` (as blue, they would let the blue pods' skew exceed 5), and the anti-affinity
-term lists the pod's own namespace instead of scheduler_perf's ``sched-0`` and ``sched-1``. The
-green pods need a node each: 2 in 10 pods, so up to 5 pods per node stay schedulable (10,000 pods
-on 5,000 nodes hold 2,000 green pods, as ``SchedulingPodAntiAffinity/5000Nodes_2000Pods``; 2,000
-on 500 nodes, as ``TopologySpreading/500Nodes``, hold 400).
+``basic`` and ``spread`` are kube-scheduler's scheduler_perf workloads (``SchedulingBasic``;
+``TopologySpreading`` with anti-affinity and preferred-spreading pods mixed in), ``mixed`` and
+``small`` kubesched's own. What each holds, and where ``spread`` departs from scheduler_perf so
+that its placement can be checked against hard bounds: docs/benchmarks.md.
 
 :data:`UPSTREAM` holds scheduler_perf's own workloads under their upstream names (e.g.
 ``SchedulingBasic/5000Nodes_10000Pods``), each from its templates, with its sizes and CI

@@ -1,35 +1,11 @@
 """kube-scheduler's configuration file, ``KubeSchedulerConfiguration`` v1, as kube-scheduler v1.34
 reads it.
 
-A scheduler configuration names one or more *profiles*; each profile is a scheduler that pods pick
-with ``spec.schedulerName`` and says which plugins run at which extension point, with which
-arguments. This package reads such a file and gives back exactly what kube-scheduler would run
-with: the same strict decoding (a misspelt field is an error), the same defaults (the v1.34
-default plugins, weights and plugin arguments), and the same validation, with every problem
-reported at once and named by its field path::
-
-    from kubesched.config import ConfigError, load_config
-
-    try:
-        cfg = load_config("/etc/kubesched/config.yaml")
-    except ConfigError as err:
-        print(err)  # profiles[1].schedulerName: Duplicate value: "batch" ...
-
-Entry points:
-
-- :func:`load_config`, :func:`load_config_from_dict`, :func:`default_config`: get a ready
-  configuration; :func:`set_defaults` and :func:`validate_config` are the two steps on their own;
-  :func:`config_to_dict` writes one back out.
-- :func:`decode_args`: decode a plugin's ``pluginConfig`` args into its args type, with defaults
-  and validation, for in-tree plugins (:data:`PLUGIN_ARGS_TYPES`) and plugins defined elsewhere.
-- :data:`DEFAULT_PLUGINS`, :func:`default_plugins`, :func:`merge_plugins`: the default plugin set
-  and kube-scheduler's merge rules; :func:`enabled_plugins` and :func:`expand_plugins`: a
-  profile's plugins per extension point, before and after ``multiPoint`` expansion.
-- :func:`convert_config`: a ``v1beta1``/``v1beta2``/``v1beta3`` document as ``v1``, with a
-  warning per converted field (loading does this by itself); :func:`policy_to_config`: the
-  ``extenders`` of a legacy scheduler Policy file as a ``v1`` document.
-- :class:`ConfigError` carries :class:`FieldError` ``(path, message)`` pairs; warnings are
-  :class:`FieldError` values too.
+The same strict decoding (a misspelt field is an error), defaults and validation as
+kube-scheduler, every problem reported at once and named by its field path
+(:class:`ConfigError`); ``v1beta1`` to ``v1beta3`` are converted (:func:`convert_config`).
+:func:`load_config` reads a file, :func:`decode_args` a plugin's args; the rest of the API:
+docs/configuration.md, "Python API".
 """
 
 from kubesched.config._args import (

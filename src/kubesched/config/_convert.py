@@ -1,25 +1,9 @@
 """Converting ``v1beta1``, ``v1beta2`` and ``v1beta3`` documents to ``v1``, as plain data.
 
-kube-scheduler read each beta version with that version's own defaults and converted it
-internally; kube-scheduler v1.34 refuses them. Here a document of those versions becomes the
-``v1`` document that schedules the same way, and every field that had to change is reported as
-a warning ``(path, message)``, the path naming the field as written in the file:
-
-- ``apiVersion`` becomes ``kubescheduler.config.k8s.io/v1`` (and so does the ``apiVersion``
-  of plugin args that give one);
-- plugins kube-scheduler removed are dropped from ``plugins`` and ``pluginConfig``; one that
-  changed placement through its args (``NodeLabel``'s labels, ``ServiceAffinity``'s) is an
-  error instead, since nothing in ``v1`` is written for it;
-- ``v1beta1``'s ``NodeResourcesLeastAllocated``, ``NodeResourcesMostAllocated`` and
-  ``RequestedToCapacityRatio`` become ``NodeResourcesFit``'s ``scoringStrategy``, as
-  ``v1beta2`` did (two of them scoring at once cannot be kept: an error);
-- ``v1beta1`` and ``v1beta2`` gave TaintToleration, NodeAffinity and InterPodAffinity a score
-  weight of 1, raised in ``v1beta3``; a profile that scores with them keeps weight 1;
-- a ``leaderElection.resourceLock`` of the endpoints or configmaps kinds becomes ``leases``.
-
-Whatever the version, the args of the network-traffic tutorial's plugin (``ip``,
-``deviceName``, ``timeRange``) are renamed to NetworkTraffic's. A document needing none of this
-comes back unchanged.
+kube-scheduler v1.34 refuses the beta versions; here a document of those versions becomes the
+``v1`` document that schedules the same way, and every field that had to change is reported as a
+warning ``(path, message)`` naming the field as written in the file. Each conversion:
+docs/configuration.md, "Older versions: v1beta1, v1beta2, v1beta3".
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ from kubesched.extender._engine import (
     Reply,
     scale_scores,
 )
+from kubesched.extender._errors import ExtenderError
 from kubesched.extender._logging import LOG_LEVELS, TRACE, configure_logging
 from kubesched.extender._metrics import ExtenderMetrics
 from kubesched.extender._profiles import BINDER, QUEUE_SORT, complete_profiles
@@ -67,6 +68,7 @@ __all__ = [
     "ExtenderArgs",
     "ExtenderBindingArgs",
     "ExtenderBindingResult",
+    "ExtenderError",
     "ExtenderFilterResult",
     "ExtenderMetrics",
     "ExtenderPreemptionArgs",

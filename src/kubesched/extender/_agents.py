@@ -21,11 +21,12 @@ from kubesched.config import (
     decode_args,
     load_config_from_dict,
 )
+from kubesched.extender._errors import ExtenderError
 
 __all__ = ["AGENTS", "Agent", "AgentError", "agents_config", "register_agent"]
 
 
-class AgentError(Exception):
+class AgentError(ExtenderError):
     """An unknown agent name, or an agent whose plugins are not registered."""
 
 

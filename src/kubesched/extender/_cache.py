@@ -34,6 +34,7 @@ import msgspec
 import numpy as np
 
 from kubesched.api import LabelSelector, Node, ObjectMeta, Pod
+from kubesched.extender._errors import ExtenderError
 from kubesched.extender._protocol import peek_decoder
 from kubesched.framework import IntArray, PodInfo, Snapshot, StoredObject
 from kubesched.kube import ResourceEventHandler
@@ -343,7 +344,7 @@ class ObjectHandler(ResourceEventHandler[Any]):
         self._cache.remove_object(obj)
 
 
-class BadNodeError(ValueError):
+class BadNodeError(ExtenderError, ValueError):
     """A ``NodeList`` item that is not a usable Node; the message names it."""
 
 

@@ -8,17 +8,18 @@ from dataclasses import dataclass
 
 from kubesched.config import ConfigError, KubeSchedulerConfiguration, load_config
 from kubesched.extender._agents import AgentError, agents_config, parse_agents
+from kubesched.extender._errors import ExtenderError
 from kubesched.extender._logging import configure_logging
 from kubesched.extender._server import ListenError, ServerOptions, server_ssl_context
 from kubesched.extender._service import serve
-from kubesched.framework import FrameworkError, Registry, plugin_args_types
+from kubesched.framework import ProfileError, Registry, plugin_args_types
 from kubesched.kube import KubeConfigError
 from kubesched.plugins import default_registry
 
 __all__ = ["CommandError", "ExtenderCommand"]
 
 
-class CommandError(Exception):
+class CommandError(ExtenderError):
     """A problem with the options or the configuration, told to the user as is."""
 
 
@@ -109,7 +110,7 @@ class ExtenderCommand:
             raise CommandError(
                 f"{e} (--standalone serves full Nodes bodies without a cluster)"
             ) from e
-        except (ConfigError, FrameworkError) as e:
+        except (ConfigError, ProfileError) as e:
             raise CommandError(f"invalid configuration: {e}") from e
         except ListenError as e:
             raise CommandError(str(e.strerror)) from e

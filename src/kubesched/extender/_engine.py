@@ -1,23 +1,12 @@
 """The extender's verbs over a framework profile, without HTTP: request bytes in, a reply out.
 
-* **filter** runs the profile's PreFilter and Filter plugins on the nodes of the request and
-  answers which pass; a node that fails goes to ``FailedNodes`` with the plugin's reason, or to
-  ``FailedAndUnresolvableNodes`` when the plugin said preemption cannot help. A node the
-  extender does not know fails with :data:`ERR_UNKNOWN_NODE`. A plugin error is answered with
-  ``Error`` set (kube-scheduler then fails the attempt, or skips an ignorable extender).
-* **prioritize** runs PreScore, Score, NormalizeScore and the weights, as kube-scheduler sums
-  them (0..100 per plugin times its weight), and rescales the sum into the extender's 0..10:
-  ``round(10 * total / (100 * Σ weights of the Score plugins that ran))``. kube-scheduler then
-  multiplies it by the extender's ``weight`` and by 10.
-* **preempt** echoes the victims kube-scheduler proposes for each node, minus the nodes where the
-  pod would still fail the profile's filters once those victims are gone (and nodes the extender
-  does not know).
-* **bind** runs the profile's Bind plugins (``DefaultBinder`` creates the Binding).
+filter, prioritize and preempt run the profile's plugins on the nodes of the request as
+kube-scheduler would; bind runs its Bind plugins. What each verb answers, and how prioritize
+rescales the scores into the extender's 0..10: docs/extender.md, "What each verb does".
 
-A request whose body does not decode is answered 400 with the reason. filter, prioritize and
-preempt run on one worker thread, in arrival order, with the informer changes queued before
-them applied first; bind runs on the event loop. While the informers have not synced, the verbs
-that need them answer 503.
+filter, prioritize and preempt run on one worker thread, in arrival order, with the informer
+changes queued before them applied first; bind runs on the event loop. While the informers have
+not synced, the verbs that need them answer 503.
 """
 
 from __future__ import annotations
@@ -70,6 +59,7 @@ from kubesched.framework import (
     Framework,
     IntArray,
     Nodes,
+    PluginError,
     Registry,
     ScoreError,
     Snapshot,
@@ -137,13 +127,13 @@ def _go_list(items: list[str]) -> str:
     return "[" + " ".join(items) + "]"
 
 
-def _plugin_error(err: FilterError, point: str) -> str:
+def _plugin_error(err: PluginError) -> str:
     message = err.status.message
     if message.startswith("running "):
         return message
-    if point == "filter":
-        return f'running "{err.plugin}" filter plugin: {message}'
-    return f'running Score plugin "{err.plugin}": {message}'
+    if isinstance(err, ScoreError):
+        return f'running Score plugin "{err.plugin}": {message}'
+    return f'running "{err.plugin}" filter plugin: {message}'
 
 
 def _names_answer(
@@ -510,7 +500,7 @@ class Extender:
                     )
                     target.append((group.slots, group.status.message))
         except FilterError as e:
-            return ExtenderFilterResult(error=_plugin_error(e, "filter")), 0
+            return ExtenderFilterResult(error=_plugin_error(e)), 0
         except Exception as e:  # a plugin bug is this attempt's error, not the server's
             log.exception("filter of %s failed", pod.key)
             return ExtenderFilterResult(error=f"filter failed: {type(e).__name__}: {e}"), 0
@@ -548,8 +538,8 @@ class Extender:
         pod, c = request
         try:
             scores = self._prioritize(c, pod)
-        except FilterError as e:
-            return Reply.text(500, _plugin_error(e, "score"))
+        except ScoreError as e:
+            return Reply.text(500, _plugin_error(e))
         if c.known is not None:  # unknown nodes score 0
             every = np.zeros(len(c.names), dtype=np.int64)
             every[c.known] = scores
@@ -604,7 +594,7 @@ class Extender:
         try:
             kept = self._preempt(snapshot, fwk, args.pod, proposed)
         except FilterError as e:
-            return Reply.text(500, _plugin_error(e, "filter"))
+            return Reply.text(500, _plugin_error(e))
         log.debug(
             "preempt %s (profile %s): %d candidate nodes, %d kept",
             args.pod.key,

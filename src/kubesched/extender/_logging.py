@@ -37,8 +37,6 @@ def configure_logging(value: str | None) -> int:
         level=max(used, logging.INFO), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("kubesched").setLevel(used)
-    # One line per API request is the HTTP client's detail, not the extender's.
-    logging.getLogger("httpx2").setLevel(logging.WARNING)
     if level is None:
         logging.getLogger("kubesched.extender").warning(
             'LOG_LEVEL="%s" is invalid, falling back to "INFO"', value

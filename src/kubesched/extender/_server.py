@@ -25,6 +25,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 import kubesched
 from kubesched.extender._engine import TRACE, VERBS, Extender, Reply
+from kubesched.extender._errors import ExtenderError
 
 __all__ = ["ExtenderServer", "ListenError", "ServerOptions", "server_ssl_context"]
 
@@ -36,7 +37,7 @@ MAX_BODY = 1 << 30
 READ_BUFSIZE = 1 << 22
 
 
-class ListenError(OSError):
+class ListenError(ExtenderError, OSError):
     """The listener cannot bind its address (port taken, address not local, no permission)."""
 
 

@@ -106,7 +106,14 @@ class ExtenderService:
                     self.reflectors.append(workloads)
             # Kinds plugins read (NodeFeatures ...); one the server does not serve is empty.
             self.reflectors.extend(
-                Reflector(client, k.path, k.type, ObjectHandler(cache), tolerate_missing=True)
+                Reflector(
+                    client,
+                    k.path,
+                    k.type,
+                    ObjectHandler(cache),
+                    label_selector=k.label_selector,
+                    tolerate_missing=True,
+                )
                 for k in self.extender.watched_kinds()
             )
         #: Plugins' events (ImageCompatibility's warnings), with a client only.

@@ -5,8 +5,19 @@ Names follow kube-scheduler's ``pkg/scheduler/framework``: a reader who knows ``
 """
 
 from kubesched.framework._cycle_state import CycleState
+from kubesched.framework._diagnosis import Diagnosis, FitError, NodeGroup
+from kubesched.framework._errors import (
+    FilterError,
+    FrameworkError,
+    NoNodesAvailableError,
+    PluginError,
+    ProfileError,
+    ScoreError,
+)
 from kubesched.framework._interface import (
     EXTENSION_POINTS,
+    MAX_NODE_SCORE,
+    MIN_NODE_SCORE,
     ActionType,
     APIClient,
     BindPlugin,
@@ -45,27 +56,19 @@ from kubesched.framework._interface import (
     node_for,
     watched_kinds,
 )
-from kubesched.framework._metrics import FrameworkMetrics, LoopHistogram, exponential_buckets
+from kubesched.framework._metrics import (
+    FrameworkMetrics,
+    LoopHistogram,
+    Metrics,
+    exponential_buckets,
+)
 from kubesched.framework._node_info import HostPort, NodeInfo, PodInfo, host_ports, ports_conflict
 from kubesched.framework._pods import AffinityClass, PodGroup, PodTable
 from kubesched.framework._profile import build_frameworks, plugin_args_types
 from kubesched.framework._registry import ENTRY_POINT_GROUP, Registry, RegistryError
-from kubesched.framework._runtime import (
-    MAX_NODE_SCORE,
-    MIN_NODE_SCORE,
-    Diagnosis,
-    FilterError,
-    FitError,
-    Framework,
-    FrameworkError,
-    Metrics,
-    NodeGroup,
-    NoNodesAvailableError,
-    ScheduleResult,
-    ScoreError,
-)
+from kubesched.framework._runtime import Framework, ScheduleResult
 from kubesched.framework._snapshot import WORKLOAD_KINDS, NodeTrial, Snapshot
-from kubesched.framework._status import Code, Status, is_success
+from kubesched.framework._status import SKIP, Code, Status, is_success
 from kubesched.framework._store import ObjectStore, StoredObject
 from kubesched.framework._table import (
     BoolArray,
@@ -81,6 +84,7 @@ __all__ = [
     "EXTENSION_POINTS",
     "MAX_NODE_SCORE",
     "MIN_NODE_SCORE",
+    "SKIP",
     "WORKLOAD_KINDS",
     "APIClient",
     "ActionType",
@@ -117,6 +121,7 @@ __all__ = [
     "ObjectStore",
     "PermitPlugin",
     "Plugin",
+    "PluginError",
     "PodActivator",
     "PodEvictor",
     "PodGroup",
@@ -130,6 +135,7 @@ __all__ = [
     "PreFilterPlugin",
     "PreFilterResult",
     "PreScorePlugin",
+    "ProfileError",
     "QueueSortPlugin",
     "QueuedPodInfo",
     "QueueingHint",

@@ -22,35 +22,36 @@ nodes have an image).
 from __future__ import annotations
 
 import random
-import time
 from bisect import bisect_left
-from collections.abc import Callable, Hashable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Hashable, Iterable
 
 import msgspec
 import numpy as np
 
 from kubesched.api import Pod
 from kubesched.framework._cycle_state import CycleState
-from kubesched.framework._interface import (
-    FilterPlugin,
-    Nodes,
-    Plugin,
-    ScorePlugin,
-    filter_one,
-    has_normalize_score,
+from kubesched.framework._diagnosis import NodeGroup, groups_of
+from kubesched.framework._errors import FilterError, ScoreError
+from kubesched.framework._filtering import (
+    PER_NODE_AT_MOST,
+    FilterForm,
+    FilterPlan,
+    PerNode,
+    Vectorized,
+    filter_in_order,
 )
+from kubesched.framework._instrumented import ScoreCalls
+from kubesched.framework._interface import MAX_NODE_SCORE, MIN_NODE_SCORE, Nodes
 from kubesched.framework._node_info import PodInfo
+from kubesched.framework._scoring import (
+    ScorePlan,
+    check_range,
+    score_in_order,
+)
 from kubesched.framework._snapshot import Snapshot
 from kubesched.framework._status import Code, Status
 from kubesched.framework._table import MANY_ROWS, IdArray, IntArray
 
-if TYPE_CHECKING:
-    from kubesched.framework._runtime import NodeGroup
-
-#: Up to this many changed rows are asked about one node at a time (the per-node forms cost
-#: less than numpy's calls on a few values); beyond it, vectorized.
-_FEW_ROWS = 8
 #: Shapes kept per profile, least recently used dropped first.
 _MAX_ENTRIES = 16
 
@@ -64,11 +65,6 @@ def pod_shape(info: PodInfo) -> bytes:
         m = info.pod.metadata
         shape = info.shape = _encode((m.namespace, m.labels, m.annotations, info.pod.spec))
     return shape
-
-
-class BailError(Exception):
-    """A plugin answered something the cache does not keep (an Error): the cycle takes the
-    ordinary path, which reports it as it always does."""
 
 
 class Filtered:
@@ -175,112 +171,39 @@ class _Scored:
             self.ties = None
 
 
-#: How the runtime checks a score plugin's scores: raises on one out of range.
-RangeCheck = Callable[[str, IntArray], None]
-#: Times a plugin's calls: plugin name, extension point, seconds.
-Record = Callable[[str, str, float], None]
-#: The range of a normalized score (``MinNodeScore``, ``MaxNodeScore``).
-SCORE_RANGE = (0, 100)
-
-
-class _FilterPlan:
-    """The Filter plugins active when the plugins in a skip set are skipped, and what the cache
-    needs to know of them; made once per distinct skip set."""
-
-    __slots__ = ("epochs", "local", "plugins", "pod_plugins", "recheck_on_pods")
-
-    def __init__(self, plugins: list[FilterPlugin]) -> None:
-        self.plugins = plugins
-        self.local = all(p.node_local for p in plugins)
-        self.pod_plugins = [p for p in plugins if p.node_local_reads_pods]
-        # A node failed by one of these may fail otherwise once its pods change: the plugin
-        # reads pods, or one that runs before it does.
-        recheck: list[str] = []
-        for p in plugins:
-            if p.node_local_reads_pods or recheck:
-                recheck.append(p.name)
-        self.recheck_on_pods = frozenset(recheck)
-        self.epochs = [p for p in plugins if _has_epoch(p)]
-
-
-class _ScorePlan:
-    """The active Score plugins for a skip set, their weights, and how each is called."""
-
-    __slots__ = ("epochs", "local", "normalizes", "per_node", "plugins", "reads_pods", "weights")
-
-    def __init__(self, plugins: list[ScorePlugin], weights: list[int]) -> None:
-        self.plugins = plugins
-        self.weights = weights
-        self.local = all(p.node_local for p in plugins)
-        self.normalizes = [has_normalize_score(p) for p in plugins]
-        self.per_node = [type(p).score is not ScorePlugin.score for p in plugins]
-        self.reads_pods = [p.node_local_reads_pods for p in plugins]
-        self.epochs = [p for p in plugins if _has_epoch(p)]
-
-
-def _has_epoch(p: FilterPlugin | ScorePlugin) -> bool:
-    return type(p).node_local_epoch is not Plugin.node_local_epoch
-
-
 class EquivalenceCache:
     """Per pod shape, what the node-local Filter and Score plugins said about each node."""
 
-    def __init__(
-        self,
-        snapshot: Snapshot,
-        filter_plugins: Sequence[FilterPlugin],
-        score_plugins: Sequence[ScorePlugin],
-        score_weights: Sequence[int],
-    ) -> None:
+    def __init__(self, snapshot: Snapshot) -> None:
         self._snapshot = snapshot
-        self._filter_plugins = list(filter_plugins)
-        self._score_plugins = list(score_plugins)
-        self._score_weights = list(score_weights)
-        self._filter_plans: dict[frozenset[str], _FilterPlan] = {}
-        self._score_plans: dict[frozenset[str], _ScorePlan] = {}
         self._entries: dict[Hashable, Filtered] = {}
-
-    def _filter_plan(self, skip: set[str]) -> _FilterPlan:
-        key = frozenset(skip)
-        plan = self._filter_plans.get(key)
-        if plan is None:
-            plan = _FilterPlan([p for p in self._filter_plugins if p.name not in key])
-            self._filter_plans[key] = plan
-        return plan
-
-    def _score_plan(self, skip: set[str]) -> _ScorePlan:
-        key = frozenset(skip)
-        plan = self._score_plans.get(key)
-        if plan is None:
-            kept = [i for i, p in enumerate(self._score_plugins) if p.name not in key]
-            plan = _ScorePlan(
-                [self._score_plugins[i] for i in kept], [self._score_weights[i] for i in kept]
-            )
-            self._score_plans[key] = plan
-        return plan
 
     # -- Filter ---------------------------------------------------------------------------------
 
-    def filter(self, state: CycleState, pod: Pod, record: Record | None) -> Filtered | None:
-        """The shape's verdicts, up to date, or ``None`` when a Filter plugin active for the
-        pod is not node-local. ``record`` times the plugin calls when the cycle's metrics are
-        sampled. Raises :class:`BailError` when a plugin errs."""
-        plan = self._filter_plan(state.skip_filter_plugins)
+    def filter(self, state: CycleState, pod: Pod, plan: FilterPlan) -> Filtered | None:
+        """The shape's verdicts, up to date; ``None`` when a plugin of ``plan`` is not
+        node-local, or one erred (the ordinary path then reports it as it always does)."""
         if not plan.local:
             return None
-        plugins = plan.plugins
         table = self._snapshot.table
         shape = pod_shape(state.pod_info_of(pod))
         key: Hashable = (shape, plan)
         if plan.epochs:
             key = (shape, plan, *[p.node_local_epoch() for p in plan.epochs])
+        # Taken out while it is brought up to date: an error halfway leaves none behind.
         entry = self._entries.pop(key, None)
         rows = self._changed(entry, table.version, table.layout)
-        if entry is None or rows is None:
-            entry = self._build(state, pod, plugins, record)
-        elif rows[0] or rows[1]:
-            self._refilter(state, pod, entry, plan, rows, record)
-            entry.version = table.version
+        try:
+            if entry is None or rows is None:
+                entry = Filtered(table.capacity, table.version, table.layout)
+                form = Vectorized(self._snapshot, table.present_slots())
+                for slots, status in filter_in_order(state, pod, plan.calls(state), form):
+                    entry.ids[slots] = entry.intern(status)
+            elif rows[0] or rows[1]:
+                self._refilter(state, pod, entry, plan, rows)
+                entry.version = table.version
+        except FilterError:
+            return None
         self._entries[key] = entry
         if len(self._entries) > _MAX_ENTRIES:
             del self._entries[next(iter(self._entries))]
@@ -308,9 +231,8 @@ class EquivalenceCache:
         state: CycleState,
         pod: Pod,
         entry: Filtered,
-        plan: _FilterPlan,
+        plan: FilterPlan,
         rows: tuple[list[int], list[int]],
-        record: Record | None,
     ) -> None:
         """Verdicts again on the changed rows. Where only pods changed, a node that passed is
         asked again by the plugins that read pods; one that failed, by every plugin if the one
@@ -327,116 +249,31 @@ class EquivalenceCache:
                 some.append(r)
             elif entry.status(int(ids[r])).plugin in recheck:
                 every.append(r)
-        dirty = False
-        for group, group_plugins in ((every, plan.plugins), (some, plan.pod_plugins)):
+        for group, pods_only in ((every, False), (some, True)):
             if not group:
                 continue
-            new = self._evaluate(state, pod, group, group_plugins, entry, record)
-            for r, sid in zip(group, new, strict=True):
-                if ids[r] != sid:
+            verdicts: dict[int, int] = {}
+            live = [r for r in group if present[r]]
+            if live:
+                # A few one node at a time (cheaper than numpy's calls), more vectorized.
+                form: FilterForm[int | IntArray] = (
+                    PerNode(self._snapshot, live)
+                    if len(live) <= PER_NODE_AT_MOST
+                    else Vectorized(self._snapshot, np.array(live, dtype=np.int64))
+                )
+                plugins = plan.calls(state, pods_only=pods_only)
+                for nodes, status in filter_in_order(state, pod, plugins, form):
+                    sid = entry.intern(status)
+                    for r in nodes.tolist() if isinstance(nodes, np.ndarray) else (nodes,):
+                        verdicts[r] = sid
+            for r in group:
+                sid = verdicts.get(r, 0)
+                if ids.item(r) != sid:
                     ids[r] = sid
-                    dirty = True
-        if dirty:
-            entry.present = None
-
-    def _evaluate(
-        self,
-        state: CycleState,
-        pod: Pod,
-        rows: list[int],
-        plugins: Sequence[FilterPlugin],
-        entry: Filtered,
-        record: Record | None,
-    ) -> list[int]:
-        """The verdict (status id) of ``plugins`` in order on each of ``rows``: the first
-        plugin to reject a node decides. A few rows one node at a time (:func:`filter_one`)."""
-        table = self._snapshot.table
-        out = [0] * len(rows)
-        present = table.present
-        live = [i for i, r in enumerate(rows) if present[r]]
-        if not live or not plugins:
-            return out
-        if len(live) > _FEW_ROWS:
-            slots = np.array([rows[i] for i in live], dtype=np.int64)
-            ids = self._filter_vectorized(state, pod, slots, plugins, entry, record)
-            for i, sid in zip(live, ids.take(slots).tolist(), strict=True):
-                out[i] = sid
-            return out
-        at = self._snapshot.at
-        t0 = 0.0
-        for p in plugins:
-            if record is not None:
-                t0 = time.perf_counter()
-            still = []
-            for i in live:
-                s = filter_one(p, state, pod, at(rows[i]))
-                if s is None or s.code == Code.SUCCESS:
-                    still.append(i)
-                    continue
-                if not s.is_rejected():
-                    raise BailError
-                out[i] = entry.intern(s.with_plugin(p.name))
-            if record is not None:
-                record(p.name, "Filter", time.perf_counter() - t0)
-            live = still
-            if not live:
-                break
-        return out
-
-    def _build(
-        self,
-        state: CycleState,
-        pod: Pod,
-        plugins: Sequence[FilterPlugin],
-        record: Record | None,
-    ) -> Filtered:
-        table = self._snapshot.table
-        entry = Filtered(table.capacity, table.version, table.layout)
-        entry.ids = self._filter_vectorized(
-            state, pod, table.present_slots(), plugins, entry, record
-        )
-        return entry
-
-    def _filter_vectorized(
-        self,
-        state: CycleState,
-        pod: Pod,
-        slots: IntArray,
-        plugins: Sequence[FilterPlugin],
-        entry: Filtered,
-        record: Record | None,
-    ) -> IdArray:
-        """Status ids per slot (all slots; 0 outside ``slots``) of ``plugins`` in order on
-        ``slots``, as ``Framework.run_filter`` runs them."""
-        ids: IdArray = np.zeros(self._snapshot.table.capacity, dtype=np.int32)
-        remaining = slots
-        for p in plugins:
-            if not len(remaining):
-                break
-            t0 = time.perf_counter()
-            verdict = p.filter_nodes(state, pod, Nodes(self._snapshot, remaining))
-            if record is not None:
-                record(p.name, "Filter", time.perf_counter() - t0)
-            if len(verdict.statuses) == 1:
-                continue
-            failing = verdict.ids != 0
-            if not failing.any():
-                continue
-            lut = np.zeros(len(verdict.statuses), dtype=np.int32)
-            for vid, s in enumerate(verdict.statuses):
-                if vid == 0 or s is None:
-                    continue
-                if s.code == Code.ERROR:
-                    raise BailError
-                lut[vid] = entry.intern(s.with_plugin(p.name))
-            ids[remaining[failing]] = lut[verdict.ids[failing]]
-            remaining = remaining[~failing]
-        return ids
+                    entry.present = None
 
     def _derive(self, entry: Filtered, present: IntArray) -> None:
         """Feasible slots and the failure groups, from the verdicts."""
-        from kubesched.framework._runtime import NodeGroup  # noqa: PLC0415
-
         table = self._snapshot.table
         ids = entry.ids[: len(present)] if table.is_leading(present) else entry.ids.take(present)
         failing = ids != 0
@@ -445,11 +282,7 @@ class EquivalenceCache:
             entry.groups = []
         else:
             entry.feasible = present[~failing]
-            failed_ids, failed_slots = ids[failing], present[failing]
-            entry.groups = [
-                NodeGroup(failed_slots[failed_ids == sid], entry.status(sid))
-                for sid in np.unique(failed_ids).tolist()
-            ]
+            entry.groups = groups_of(present[failing], ids[failing], entry.statuses)
         entry.present = present
 
     # -- Score ----------------------------------------------------------------------------------
@@ -459,18 +292,16 @@ class EquivalenceCache:
         state: CycleState,
         pod: Pod,
         entry: Filtered,
-        check: RangeCheck,
-        record: Record | None,
+        plan: ScorePlan,
         rng: random.Random,
         *,
         plugin_scores: bool = True,
     ) -> tuple[dict[str, IntArray], IntArray, int] | None:
-        """Weighted scores per plugin and their sum over the entry's feasible nodes, as
-        ``Framework.run_score`` gives them, after PreScore ran on those nodes, and the slot of
-        the node picked (:meth:`_Scored.pick`); ``None`` when a Score plugin active for the pod
-        is not node-local. Without ``plugin_scores`` the per-plugin scores are left out and the
-        sum may be a view of the cache's, valid until the next cycle."""
-        plan = self._score_plan(state.skip_score_plugins)
+        """Weighted scores per plugin and their sum over the entry's feasible nodes, as the
+        ordinary Score loop gives them, after PreScore ran on those nodes, and the slot of the
+        node picked (:meth:`_Scored.pick`); ``None`` when a plugin of ``plan`` is not node-local
+        or one erred. Without ``plugin_scores`` the per-plugin scores are left out and the sum
+        may be a view of the cache's, valid until the next cycle."""
         if not plan.local:
             return None
         table = self._snapshot.table
@@ -479,18 +310,26 @@ class EquivalenceCache:
         key: Hashable = plan
         if plan.epochs:
             key = (plan, *[p.node_local_epoch() for p in plan.epochs])
-        # Taken out while it is brought up to date: an error halfway leaves none behind.
         scored = entry.scored.pop(key, None)
         rows = self._changed(scored, table.version, table.layout)
-        if scored is None or rows is None:
-            scored = self._score_all(state, pod, plan, feasible, check, record)
-        else:
-            renormalize = scored.feasible is not feasible
-            if rows[0] or rows[1]:
-                renormalize |= self._rescore(state, pod, entry, scored, rows, plan, check, record)
-            if renormalize:
-                self._normalize(state, pod, scored, plan, feasible, check)
-            scored.version = table.version
+        calls = plan.calls(state)
+        try:
+            if scored is None or rows is None:
+                scored = _Scored(len(plan.plugins), table.capacity, table.version, table.layout)
+                form = _Kept(self._snapshot, plan, scored, feasible, ask=True)
+                score_in_order(state, pod, calls, form)
+            else:
+                renormalize = scored.feasible is not feasible
+                if rows[0] or rows[1]:
+                    changed = _Changed(self._snapshot, plan, entry.ids, scored, rows)
+                    score_in_order(state, pod, calls, changed)
+                    renormalize |= changed.finish(renormalize)
+                if renormalize:
+                    form = _Kept(self._snapshot, plan, scored, feasible, ask=False)
+                    score_in_order(state, pod, calls, form)
+                scored.version = table.version
+        except ScoreError:
+            return None
         entry.scored[key] = scored
         leading = table.is_leading(feasible)
         n = len(feasible)
@@ -509,49 +348,71 @@ class EquivalenceCache:
             totals = scored.total.take(feasible)
         return per_plugin, totals, scored.pick(feasible, leading, rng)
 
-    def _score_all(
-        self,
-        state: CycleState,
-        pod: Pod,
-        plan: _ScorePlan,
-        feasible: IntArray,
-        check: RangeCheck,
-        record: Record | None,
-    ) -> _Scored:
-        table = self._snapshot.table
-        scored = _Scored(len(plan.plugins), table.capacity, table.version, table.layout)
-        nodes = Nodes(self._snapshot, feasible)
-        for i, p in enumerate(plan.plugins):
-            t0 = time.perf_counter()
-            scores, s = p.score_nodes(state, pod, nodes)
-            if record is not None:
-                record(p.name, "Score", time.perf_counter() - t0)
-            if s is not None and s.code != Code.SUCCESS:
-                raise BailError
-            scored.raw[i][feasible] = scores
-        scored.valid[feasible] = True
-        self._normalize(state, pod, scored, plan, feasible, check)
-        return scored
 
-    def _rescore(
+class _Kept:
+    """The Score loop's form over every feasible node, into the shape's scores: the plugins
+    asked (``ask``), or their raw scores kept normalized and weighted again."""
+
+    __slots__ = ("_ask", "_feasible", "_nodes", "_plan", "_scored")
+
+    def __init__(
+        self, snapshot: Snapshot, plan: ScorePlan, scored: _Scored, feasible: IntArray, *, ask: bool
+    ) -> None:
+        self._plan = plan
+        self._scored = scored
+        self._feasible = feasible
+        self._nodes = Nodes(snapshot, feasible)
+        self._ask = ask
+        scored.total[:] = 0
+        scored.feasible = feasible
+        scored.ties = None
+        if ask:
+            scored.valid[feasible] = True
+
+    def asked(self, n: int) -> Iterable[int]:
+        return range(n)
+
+    def score(
+        self, i: int, plugin: ScoreCalls, state: CycleState, pod: Pod
+    ) -> tuple[IntArray, Status | None]:
+        if self._ask:
+            return plugin.score_nodes(state, pod, self._nodes)
+        return self._scored.raw[i].take(self._feasible), None
+
+    def weigh(self, i: int, plugin: ScoreCalls, state: CycleState, pod: Pod, raw: IntArray) -> None:
+        scored, feasible = self._scored, self._feasible
+        if self._ask:
+            scored.raw[i][feasible] = raw
+        weighted = self._plan.weighted(i, plugin, state, pod, self._nodes, raw)
+        scored.weighted[i][feasible] = weighted
+        scored.total[feasible] += weighted
+
+
+class _Changed:
+    """The Score loop's form over the changed rows that are feasible now (where only pods
+    changed and the row's scores were valid, by the plugins that read pods): their scores
+    updated in place, unless a plugin that normalizes saw a score change (its normalized
+    scores may all move: :attr:`renormalize`).
+
+    Rows that are not feasible are not scored, and their scores are no longer valid; a row
+    becomes feasible only by changing, so it is among the changed rows then, and is scored by
+    every plugin."""
+
+    __slots__ = ("_both", "_node_rows", "_plan", "_scored", "_snapshot", "renormalize")
+
+    def __init__(
         self,
-        state: CycleState,
-        pod: Pod,
-        entry: Filtered,
+        snapshot: Snapshot,
+        plan: ScorePlan,
+        ids: IdArray,
         scored: _Scored,
         rows: tuple[list[int], list[int]],
-        plan: _ScorePlan,
-        check: RangeCheck,
-        record: Record | None,
-    ) -> bool:
-        """Score the changed rows that are feasible now (where only pods changed and the row's
-        scores were valid, by the plugins that read pods); whether a plugin that normalizes saw
-        a score change (its normalized scores may all move).
-
-        Rows that are not feasible are not scored, and their scores are no longer valid; a row
-        becomes feasible only by changing, so it is among ``rows`` then, and is scored by every
-        plugin."""
-        ids, present, valid = entry.ids, self._snapshot.table.present, scored.valid
+    ) -> None:
+        self._snapshot = snapshot
+        self._plan = plan
+        self._scored = scored
+        self.renormalize = False
+        present, valid = snapshot.table.present, scored.valid
         node_rows: list[int] = []
         pod_rows: list[int] = []
         for r in rows[0]:
@@ -564,80 +425,59 @@ class EquivalenceCache:
                 (pod_rows if valid[r] else node_rows).append(r)
             else:
                 valid[r] = False
-        if not node_rows and not pod_rows:
-            return False
-        both = node_rows + pod_rows
-        renormalize = False
-        at = self._snapshot.at
-        lo, hi = SCORE_RANGE
-        total = scored.total
-        t0 = 0.0
-        for i, p in enumerate(plan.plugins):
-            live = both if plan.reads_pods[i] else node_rows
-            if not live:
-                continue
-            if record is not None:
-                t0 = time.perf_counter()
-            if plan.per_node[i] and len(live) <= _FEW_ROWS:
-                values = []
-                for r in live:
-                    v, s = p.score(state, pod, at(r))
-                    if s is not None and s.code != Code.SUCCESS:
-                        raise BailError
-                    values.append(v)
-            else:
-                arr, s = p.score_nodes(
-                    state, pod, Nodes(self._snapshot, np.array(live, dtype=np.int64))
-                )
-                if s is not None and s.code != Code.SUCCESS:
-                    raise BailError
-                values = arr.tolist()
-            if record is not None:
-                record(p.name, "Score", time.perf_counter() - t0)
-            raw = scored.raw[i]
-            if plan.normalizes[i]:
-                for r, v in zip(live, values, strict=True):
-                    if raw.item(r) != v:
-                        raw[r] = v
-                        renormalize = True
-                continue
-            weighted, weight = scored.weighted[i], plan.weights[i]
-            for r, v in zip(live, values, strict=True):
-                if not lo <= v <= hi:
-                    check(p.name, np.array([v], dtype=np.int64))
-                raw[r] = v
-                w = v * weight
-                total[r] = total.item(r) + w - weighted.item(r)
-                weighted[r] = w
-        valid[both] = True
-        if not renormalize:
-            scored.retie(both)
-        return renormalize
+        self._node_rows = node_rows
+        self._both = node_rows + pod_rows
 
-    def _normalize(
-        self,
-        state: CycleState,
-        pod: Pod,
-        scored: _Scored,
-        plan: _ScorePlan,
-        feasible: IntArray,
-        check: RangeCheck,
-    ) -> None:
-        """Weighted scores on ``feasible`` from the raw ones, and their sum."""
-        nodes = Nodes(self._snapshot, feasible)
-        total = scored.total
-        total[:] = 0
-        for i, p in enumerate(plan.plugins):
-            scores = scored.raw[i].take(feasible)
-            if plan.normalizes[i]:
-                s = p.normalize_score(state, pod, nodes, scores)
+    def asked(self, n: int) -> Iterable[int]:
+        if self._node_rows:
+            return range(n)
+        return self._plan.pod_readers if self._both else ()
+
+    def score(
+        self, i: int, plugin: ScoreCalls, state: CycleState, pod: Pod
+    ) -> tuple[list[int], Status | None]:
+        live = self._both if self._plan.reads_pods[i] else self._node_rows
+        values: list[int] = []
+        if self._plan.per_node[i] and len(live) <= PER_NODE_AT_MOST:
+            at = self._snapshot.at
+            for r in live:
+                v, s = plugin.score(state, pod, at(r))
                 if s is not None and s.code != Code.SUCCESS:
-                    raise BailError
-            check(p.name, scores)
-            weight = plan.weights[i]
-            if weight != 1:
-                scores *= weight
-            scored.weighted[i][feasible] = scores
-            total[feasible] += scores
-        scored.feasible = feasible
-        scored.ties = None
+                    return values, s
+                values.append(v)
+            return values, None
+        nodes = Nodes(self._snapshot, np.array(live, dtype=np.int64))
+        scores, s = plugin.score_nodes(state, pod, nodes)
+        return scores.tolist(), s
+
+    def weigh(
+        self, i: int, plugin: ScoreCalls, state: CycleState, pod: Pod, values: list[int]
+    ) -> None:
+        live = self._both if self._plan.reads_pods[i] else self._node_rows
+        scored = self._scored
+        kept = scored.raw[i]
+        if self._plan.normalizes[i]:
+            for r, v in zip(live, values, strict=True):
+                if kept.item(r) != v:
+                    kept[r] = v
+                    self.renormalize = True
+            return
+        weighted, weight, total = scored.weighted[i], self._plan.weights[i], scored.total
+        for r, v in zip(live, values, strict=True):
+            if not MIN_NODE_SCORE <= v <= MAX_NODE_SCORE:
+                check_range(plugin.name, np.array([v], dtype=np.int64))
+            kept[r] = v
+            w = v * weight
+            total[r] = total.item(r) + w - weighted.item(r)
+            weighted[r] = w
+
+    def finish(self, renormalize: bool) -> bool:
+        """Mark the rows scored valid; unless everything is to be normalized again
+        (``renormalize``, or :attr:`renormalize`), bring the top nodes up to date. Whether to
+        normalize again."""
+        both = self._both
+        self._scored.valid[both] = True
+        if renormalize or self.renormalize:
+            return True
+        self._scored.retie(both)
+        return False

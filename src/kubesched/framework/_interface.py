@@ -7,7 +7,8 @@ implements. It is built once per profile as ``cls(handle, args)``, where ``args`
 Filter and Score come in two forms. The per-node form (``filter``/``score`` on one
 :class:`NodeInfo`) is the simple one; the vectorized form (``filter_nodes``/``score_nodes`` over
 :class:`Nodes`, numpy arrays aligned with ``nodes.slots``) is what hot plugins implement. The
-runtime always calls the vectorized form; its default implementation loops over the per-node one.
+runtime calls the vectorized form over many nodes (its default loops over the per-node one) and,
+where it has one, the per-node form over a few.
 """
 
 from __future__ import annotations
@@ -365,6 +366,9 @@ class WatchedKind:
     #: (``nodefeatures.v1alpha1.nfd.k8s-sigs.io``).
     resource: str
     namespaced: bool = True
+    #: Only objects with these labels (a label selector, ``key`` or ``key=value``, as
+    #: ``kubectl -l`` takes it): a plugin reading a few pods does not hold every pod twice.
+    label_selector: str | None = None
 
 
 class Plugin:
@@ -469,6 +473,17 @@ class FilterPlugin(Plugin):
             ids[i] = k
         return NodeStatuses(ids, statuses)
 
+    def filter_one(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
+        """The verdict on one node: through the per-node form where the plugin has one (on one
+        node that costs less than numpy's calls), else the vectorized form on that node. Not
+        for plugins to override: the runtime's per-node path calls it."""
+        if type(self).filter is not FilterPlugin.filter:
+            return self.filter(state, pod, node)
+        verdict = self.filter_nodes(
+            state, pod, Nodes(self.handle.snapshot, np.array([node.slot], dtype=np.int64))
+        )
+        return verdict.statuses[int(verdict.ids[0])]
+
 
 class PostFilterPlugin(Plugin):
     def post_filter(
@@ -483,6 +498,11 @@ class PreScorePlugin(Plugin):
     def pre_score(self, state: CycleState, pod: Pod, nodes: Nodes) -> Status | None:
         """Per-pod work before Score, over the feasible nodes; may Skip."""
         raise NotImplementedError
+
+
+#: The range of a normalized score (``MinNodeScore``, ``MaxNodeScore``).
+MIN_NODE_SCORE = 0
+MAX_NODE_SCORE = 100
 
 
 class ScorePlugin(Plugin):
@@ -573,17 +593,6 @@ def watched_kinds(plugins: Iterable[Plugin | type[Plugin]]) -> list[WatchedKind]
         for k in p.watched_kinds:
             out.setdefault(k.type, k)
     return list(out.values())
-
-
-def filter_one(plugin: FilterPlugin, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
-    """``plugin``'s verdict on one node: through its per-node form where it has one (on one
-    node that costs less than numpy's calls), else its vectorized form on that node."""
-    if type(plugin).filter is not FilterPlugin.filter:
-        return plugin.filter(state, pod, node)
-    verdict = plugin.filter_nodes(
-        state, pod, Nodes(plugin.handle.snapshot, np.array([node.slot], dtype=np.int64))
-    )
-    return verdict.statuses[int(verdict.ids[0])]
 
 
 def has_normalize_score(plugin: ScorePlugin) -> bool:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
-from typing import cast
+from typing import Protocol, cast
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import HistogramMetricFamily, Metric
@@ -97,8 +97,16 @@ class LoopHistogram(Collector):
         yield HistogramMetricFamily(self._name, self._documentation, labels=self._labelnames)
 
 
+class Metrics(Protocol):
+    """Where the runtime reports durations (kube-scheduler's framework metrics)."""
+
+    def extension_point(self, point: str, status: Code, profile: str, seconds: float) -> None: ...
+
+    def plugin(self, plugin: str, point: str, status: Code, seconds: float) -> None: ...
+
+
 class FrameworkMetrics:
-    """The runtime's ``Metrics`` protocol; one registry per process (tests: their own)."""
+    """The runtime's :class:`Metrics`; one registry per process (tests: their own)."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()

@@ -19,8 +19,9 @@ from kubesched.config import (
     expand_plugins,
 )
 from kubesched.framework._interface import APIClient, extension_points_of
+from kubesched.framework._metrics import Metrics
 from kubesched.framework._registry import Registry
-from kubesched.framework._runtime import Framework, Metrics
+from kubesched.framework._runtime import Framework
 from kubesched.framework._snapshot import Snapshot
 
 log = logging.getLogger(__name__)

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Iterator, Mapping
 from importlib.metadata import entry_points
 
+from kubesched.framework._errors import FrameworkError
 from kubesched.framework._interface import Plugin, extension_points_of
 
 ENTRY_POINT_GROUP = "kubesched.plugins"
@@ -22,7 +23,7 @@ ENTRY_POINT_GROUP = "kubesched.plugins"
 log = logging.getLogger(__name__)
 
 
-class RegistryError(Exception):
+class RegistryError(FrameworkError):
     """A plugin that cannot be registered (name clash, not a Plugin)."""
 
 

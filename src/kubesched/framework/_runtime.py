@@ -13,15 +13,23 @@ import random
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
 from kubesched.api import Pod
 from kubesched.config import format_duration
 from kubesched.framework._cycle_state import CycleState
-from kubesched.framework._equivalence import BailError, EquivalenceCache, Filtered, Record
+from kubesched.framework._diagnosis import Diagnosis, FitError, NodeGroup
+from kubesched.framework._equivalence import EquivalenceCache, Filtered
+from kubesched.framework._errors import (
+    FilterError,
+    NoNodesAvailableError,
+    ProfileError,
+    ScoreError,
+)
+from kubesched.framework._filtering import FilterPlan, PerNode, Vectorized, filter_in_order
 from kubesched.framework._interface import (
     APIClient,
     BindPlugin,
@@ -49,12 +57,12 @@ from kubesched.framework._interface import (
     SortKeyFn,
     WatchedKind,
     extension_points_of,
-    filter_one,
-    has_normalize_score,
     watched_kinds,
 )
+from kubesched.framework._metrics import Metrics
 from kubesched.framework._node_info import NodeInfo, PodInfo
 from kubesched.framework._registry import Registry
+from kubesched.framework._scoring import Fresh, ScorePlan, score_in_order
 from kubesched.framework._snapshot import NodeTrial, Snapshot
 from kubesched.framework._status import Code, Status
 from kubesched.framework._table import IntArray
@@ -63,88 +71,6 @@ P = TypeVar("P", bound=Plugin)
 T = TypeVar("T")
 
 log = logging.getLogger(__name__)
-
-MAX_NODE_SCORE = 100
-MIN_NODE_SCORE = 0
-NO_NODE_AVAILABLE_MSG = "0/{} nodes are available"
-
-
-class FrameworkError(Exception):
-    """A profile that cannot be built: unknown plugin, plugin at a point it does not implement."""
-
-
-class NoNodesAvailableError(Exception):
-    """``ErrNoNodesAvailable``: the cluster has no nodes at all."""
-
-    def __init__(self) -> None:
-        super().__init__("no nodes available to schedule pods")
-
-
-class Metrics(Protocol):
-    """Where the runtime reports durations (kube-scheduler's framework metrics)."""
-
-    def extension_point(self, point: str, status: Code, profile: str, seconds: float) -> None: ...
-
-    def plugin(self, plugin: str, point: str, status: Code, seconds: float) -> None: ...
-
-
-@dataclass(slots=True)
-class NodeGroup:
-    """Nodes that failed Filter the same way: the first plugin to reject them and its status."""
-
-    slots: IntArray
-    status: Status
-
-
-@dataclass(slots=True)
-class Diagnosis:
-    """Why a pod fits nowhere: per-node statuses, grouped, and what the user is told."""
-
-    num_all_nodes: int = 0
-    groups: list[NodeGroup] = field(default_factory=list)
-    #: Set when PreFilter rejected the pod: it then stands for every node.
-    pre_filter_msg: str = ""
-    post_filter_msg: str = ""
-    unschedulable_plugins: set[str] = field(default_factory=set)
-    pending_plugins: set[str] = field(default_factory=set)
-
-    def node_statuses(self, snapshot: Snapshot) -> dict[str, Status]:
-        """Node name -> the status that ruled it out (``NodeToStatus``)."""
-        names = snapshot.table.names
-        return {names[s]: g.status for g in self.groups for s in g.slots.tolist()}
-
-    def rejected_count(self) -> int:
-        return sum(len(g.slots) for g in self.groups)
-
-
-class FitError(Exception):
-    """The pod fits on no node; ``str()`` is kube-scheduler's FailedScheduling message."""
-
-    def __init__(self, pod: Pod, diagnosis: Diagnosis) -> None:
-        super().__init__()
-        self.pod = pod
-        self.diagnosis = diagnosis
-
-    def __str__(self) -> str:
-        d = self.diagnosis
-        msg = NO_NODE_AVAILABLE_MSG.format(d.num_all_nodes) + ":"
-        if d.pre_filter_msg:
-            msg += f" {d.pre_filter_msg}."
-        else:
-            counts: dict[str, int] = {}
-            for g in d.groups:
-                n = len(g.slots)
-                for reason in g.status.reasons:
-                    counts[reason] = counts.get(reason, 0) + n
-            histogram = sorted(f"{v} {k}" for k, v in counts.items())
-            if histogram:
-                msg += " " + ", ".join(histogram) + "."
-        if d.post_filter_msg:
-            # As it is: DefaultPreemption's part ("preemption: 0/N nodes are available: ...")
-            # ends with its own period, DynamicResources' ("no new claims to deallocate") with
-            # none.
-            msg += f" {d.post_filter_msg}"
-        return msg
 
 
 @dataclass(slots=True)
@@ -167,6 +93,22 @@ class ScheduleResult:
 class _Enabled:
     plugin: Plugin
     weight: int = 1
+
+
+class _Plans(Generic[T]):
+    """Per skip set (the plugins a cycle's PreFilters or PreScores skipped), the plan of the
+    Filter or Score plugins left, made once: a profile sees few distinct skip sets."""
+
+    def __init__(self, make: Callable[[frozenset[str]], T]) -> None:
+        self._make = make
+        self._plans: dict[frozenset[str], T] = {}
+
+    def of(self, skip: set[str]) -> T:
+        key = frozenset(skip)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = self._make(key)
+        return plan
 
 
 class _WaitingPod:
@@ -248,21 +190,21 @@ class Framework:
             for name, weight in enabled:
                 cls = registry.get(name)
                 if cls is None:
-                    raise FrameworkError(f"{point}: plugin {name!r} does not exist")
+                    raise ProfileError(f"{point}: plugin {name!r} does not exist")
                 if point not in extension_points_of(cls):
-                    raise FrameworkError(f"plugin {name!r} does not extend {point} plugin")
+                    raise ProfileError(f"plugin {name!r} does not extend {point} plugin")
                 plugin = self._instances.get(name)
                 if plugin is None:
                     plugin = self._instances[name] = cls(self, args.get(name))
                 if any(e.plugin is plugin for e in points.get(point, [])):
-                    raise FrameworkError(f"plugin {name!r} already registered as {point!r}")
+                    raise ProfileError(f"plugin {name!r} already registered as {point!r}")
                 points.setdefault(point, []).append(_Enabled(plugin, weight or 1))
         self._points = points
         if len(points.get("queueSort", [])) != 1:
             found = len(points.get("queueSort", []))
-            raise FrameworkError(f"only one queue sort plugin can be enabled, found {found}")
+            raise ProfileError(f"only one queue sort plugin can be enabled, found {found}")
         if not points.get("bind"):
-            raise FrameworkError("at least one bind plugin is needed")
+            raise ProfileError("at least one bind plugin is needed")
         self.pre_enqueue_plugins = self._of(PreEnqueuePlugin, "preEnqueue")
         self.queue_sort = self._of(QueueSortPlugin, "queueSort")[0]
         self.pre_filter_plugins = self._of(PreFilterPlugin, "preFilter")
@@ -276,12 +218,17 @@ class Framework:
         self.pre_bind_plugins = self._of(PreBindPlugin, "preBind")
         self.bind_plugins = self._of(BindPlugin, "bind")
         self.post_bind_plugins = self._of(PostBindPlugin, "postBind")
-        self._equivalence = EquivalenceCache(
-            snapshot,
-            self.filter_plugins,
-            self.score_plugins,
-            [self.score_weights[p.name] for p in self.score_plugins],
-        )
+        self._equivalence = EquivalenceCache(snapshot)
+        self._filter_plans = _Plans(self._make_filter_plan)
+        self._score_plans = _Plans(self._make_score_plan)
+
+    def _make_filter_plan(self, skip: frozenset[str]) -> FilterPlan:
+        return FilterPlan([p for p in self.filter_plugins if p.name not in skip], self._metrics)
+
+    def _make_score_plan(self, skip: frozenset[str]) -> ScorePlan:
+        plugins = [p for p in self.score_plugins if p.name not in skip]
+        weights = [self.score_weights[p.name] for p in plugins]
+        return ScorePlan(plugins, weights, self._metrics)
 
     def _of(self, kind: type[P], point: str) -> list[P]:
         out = []
@@ -450,7 +397,7 @@ class Framework:
                 state.skip_filter_plugins.add(p.name)
                 continue
             if s is not None and s.code != Code.SUCCESS:
-                s.with_plugin(p.name)
+                s = s.with_plugin(p.name)
                 if s.code == Code.UNSCHEDULABLE:
                     status = s
                     continue
@@ -479,7 +426,8 @@ class Framework:
         return result, status, narrowed_by
 
     def run_filter(self, state: CycleState, pod: Pod, nodes: Nodes, diagnosis: Diagnosis) -> Nodes:
-        """Filter plugins over ``nodes``; returns the feasible ones and fills ``diagnosis``.
+        """Filter plugins over ``nodes``, vectorized; returns the feasible ones and fills
+        ``diagnosis``.
 
         A node's status is that of the first plugin rejecting it, as kube-scheduler's per-node loop
         stops at the first failure. An Error status aborts the cycle (``FilterError``).
@@ -488,41 +436,19 @@ class Framework:
         slots = nodes.slots
         if self._nominator is not None and len(slots):
             slots = self._filter_nodes_with_nominated_pods(state, pod, slots, diagnosis)
-        metrics = self._metrics if state.record_plugin_metrics else None
-        for p in self.filter_plugins:
-            if not len(slots):
-                break
-            if p.name in state.skip_filter_plugins:
-                continue
-            if metrics is None:
-                verdict = p.filter_nodes(state, pod, Nodes(self._snapshot, slots))
-            else:
-                t0 = time.perf_counter()
-                verdict = p.filter_nodes(state, pod, Nodes(self._snapshot, slots))
-                metrics.plugin(p.name, "Filter", Code.SUCCESS, time.perf_counter() - t0)
-            if len(verdict.statuses) == 1:
-                # No status but success to point to: every node passed, no need to look.
-                continue
-            failing = verdict.ids != 0
-            if not failing.any():
-                continue
-            failed_ids = verdict.ids[failing]
-            failed_slots = slots[failing]
-            for sid in np.unique(failed_ids).tolist():
-                s = verdict.statuses[sid]
-                assert s is not None
-                s = s.with_plugin(p.name)
-                if s.code == Code.ERROR:
-                    self._observe("Filter", start, s)
-                    raise FilterError(p.name, s)
-                diagnosis.groups.append(NodeGroup(failed_slots[failed_ids == sid], s))
-                if s.code == Code.PENDING:
-                    diagnosis.pending_plugins.add(p.name)
-                else:
-                    diagnosis.unschedulable_plugins.add(p.name)
-            slots = slots[~failing]
+        form = Vectorized(self._snapshot, slots)
+        try:
+            rejected = filter_in_order(
+                state, pod, self._filter_plans.of(state.skip_filter_plugins).calls(state), form
+            )
+        except FilterError as e:
+            status = _filter_error(e)
+            self._observe("Filter", start, status)
+            raise FilterError(e.plugin, status) from e
+        for failed, status in rejected:
+            diagnosis.add(NodeGroup(failed, status))
         self._observe("Filter", start, None)
-        return Nodes(self._snapshot, slots)
+        return Nodes(self._snapshot, form.remaining)
 
     def _filter_nodes_with_nominated_pods(
         self, state: CycleState, pod: Pod, slots: IntArray, diagnosis: Diagnosis
@@ -549,11 +475,7 @@ class Framework:
                 continue
             if status.code == Code.ERROR:
                 raise FilterError(status.plugin, status)
-            diagnosis.groups.append(NodeGroup(np.array([info.slot], dtype=np.int64), status))
-            if status.code == Code.PENDING:
-                diagnosis.pending_plugins.add(status.plugin)
-            else:
-                diagnosis.unschedulable_plugins.add(status.plugin)
+            diagnosis.add(NodeGroup(np.array([info.slot], dtype=np.int64), status))
             failed.append(info.slot)
         if failed:
             slots = slots[~np.isin(slots, failed)]
@@ -590,21 +512,12 @@ class Framework:
     def run_filter_plugins(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
         """``RunFilterPlugins`` on one node as the snapshot holds it now: the first rejecting
         plugin's status, or an Error status."""
-        for p in self.filter_plugins:
-            if p.name in state.skip_filter_plugins:
-                continue
-            s = filter_one(p, state, pod, node)
-            if s is None or s.code == Code.SUCCESS:
-                continue
-            if not s.is_rejected():
-                return Status(
-                    Code.ERROR,
-                    f"running {_go_quote(p.name)} filter plugin: {s.message}",
-                    plugin=p.name,
-                    error=s.error,
-                )
-            return s.with_plugin(p.name)
-        return None
+        plugins = self._filter_plans.of(state.skip_filter_plugins).calls(state)
+        try:
+            rejected = filter_in_order(state, pod, plugins, PerNode(self._snapshot, [node.slot]))
+        except FilterError as e:
+            return _filter_error(e)
+        return rejected[0][1] if rejected else None
 
     def run_filter_plugins_with_nominated_pods(
         self, state: CycleState, pod: Pod, node: NodeInfo
@@ -623,31 +536,29 @@ class Framework:
         self, state: CycleState, pod: Pod, to_add: PodInfo, node: NodeInfo
     ) -> Status | None:
         """PreFilterExtensions ``AddPod`` of every PreFilter plugin not skipped."""
-        for p in self.pre_filter_plugins:
-            if p.name in state.skip_filter_plugins:
-                continue
-            s = p.add_pod(state, pod, to_add, node)
-            if s is not None and s.code != Code.SUCCESS:
-                return Status(
-                    Code.ERROR,
-                    f"running AddPod on PreFilter plugin {_go_quote(p.name)}: {s.message}",
-                    plugin=p.name,
-                    error=s.error,
-                )
-        return None
+        return self._run_pre_filter_extension(
+            state, "AddPod", lambda p: p.add_pod(state, pod, to_add, node)
+        )
 
     def run_pre_filter_extension_remove_pod(
         self, state: CycleState, pod: Pod, to_remove: PodInfo, node: NodeInfo
     ) -> Status | None:
         """PreFilterExtensions ``RemovePod`` of every PreFilter plugin not skipped."""
+        return self._run_pre_filter_extension(
+            state, "RemovePod", lambda p: p.remove_pod(state, pod, to_remove, node)
+        )
+
+    def _run_pre_filter_extension(
+        self, state: CycleState, name: str, call: Callable[[PreFilterPlugin], Status | None]
+    ) -> Status | None:
         for p in self.pre_filter_plugins:
             if p.name in state.skip_filter_plugins:
                 continue
-            s = p.remove_pod(state, pod, to_remove, node)
+            s = call(p)
             if s is not None and s.code != Code.SUCCESS:
                 return Status(
                     Code.ERROR,
-                    f"running RemovePod on PreFilter plugin {_go_quote(p.name)}: {s.message}",
+                    f"running {name} on PreFilter plugin {_go_quote(p.name)}: {s.message}",
                     plugin=p.name,
                     error=s.error,
                 )
@@ -710,38 +621,11 @@ class Framework:
     ) -> tuple[dict[str, IntArray], IntArray]:
         """Score, NormalizeScore and weight: per-plugin weighted scores and their sum."""
         start = time.perf_counter()
-        per_plugin: dict[str, IntArray] = {}
-        total: IntArray | None = None
-        metrics = self._metrics if state.record_plugin_metrics else None
-        for p in self.score_plugins:
-            if p.name in state.skip_score_plugins:
-                continue
-            if metrics is None:
-                scores, s = p.score_nodes(state, pod, nodes)
-            else:
-                t0 = time.perf_counter()
-                scores, s = p.score_nodes(state, pod, nodes)
-                metrics.plugin(p.name, "Score", Code.SUCCESS, time.perf_counter() - t0)
-            if s is not None and s.code != Code.SUCCESS:
-                raise ScoreError(p.name, s)
-            if has_normalize_score(p):
-                s = p.normalize_score(state, pod, nodes, scores)
-                if s is not None and s.code != Code.SUCCESS:
-                    raise ScoreError(p.name, s)
-            _check_range(p.name, scores)
-            # The scores are the runtime's (NormalizeScore rescales them in place): a weight of
-            # 1 keeps them as they are.
-            weight = self.score_weights[p.name]
-            weighted = scores if weight == 1 else scores * weight
-            per_plugin[p.name] = weighted
-            if total is None:
-                total = weighted.astype(np.int64)
-            else:
-                total += weighted
+        plan = self._score_plans.of(state.skip_score_plugins)
+        form = Fresh(plan, nodes)
+        score_in_order(state, pod, plan.calls(state), form)
         self._observe("Score", start, None)
-        if total is None:
-            total = np.zeros(len(nodes), dtype=np.int64)
-        return per_plugin, total
+        return form.per_plugin, form.total
 
     def num_feasible_nodes_to_find(self, num_all_nodes: int) -> int:
         """``numFeasibleNodesToFind`` when percentageOfNodesToScore is set to 1..99; else all.
@@ -773,12 +657,7 @@ class Framework:
             if status.code == Code.ERROR:
                 raise FilterError(status.plugin, status)
             diagnosis.pre_filter_msg = status.message
-            diagnosis.groups.append(NodeGroup(all_nodes.slots, status))
-            if status.plugin:
-                if status.code == Code.PENDING:
-                    diagnosis.pending_plugins.add(status.plugin)
-                else:
-                    diagnosis.unschedulable_plugins.add(status.plugin)
+            diagnosis.add(NodeGroup(all_nodes.slots, status))
             return Nodes(self._snapshot, all_nodes.slots[:0]), diagnosis, None
         feasible = self._evaluate_nominated_node(state, pod, len(all_nodes))
         if feasible is not None:
@@ -802,7 +681,7 @@ class Framework:
                     Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
                     f"node(s) didn't satisfy plugin(s) {_go_list(sorted(narrowed_by))}",
                 )
-                diagnosis.groups.append(NodeGroup(all_nodes.slots[~keep], absent))
+                diagnosis.add(NodeGroup(all_nodes.slots[~keep], absent))
         want = self.num_feasible_nodes_to_find(len(candidates))
         if want < len(candidates):
             candidates = self._sampled(state, pod, candidates, want, diagnosis)
@@ -819,31 +698,15 @@ class Framework:
     def _cached_filter(self, state: CycleState, pod: Pod, diagnosis: Diagnosis) -> Filtered | None:
         """Filter from the per-shape cache, when every active Filter plugin is node-local."""
         start = time.perf_counter()
-        try:
-            entry = self._equivalence.filter(state, pod, self._plugin_timer(state))
-        except BailError:
-            return None
+        entry = self._equivalence.filter(
+            state, pod, self._filter_plans.of(state.skip_filter_plugins)
+        )
         if entry is None:
             return None
         for g in entry.groups:
-            diagnosis.groups.append(g)
-            if g.status.code == Code.PENDING:
-                diagnosis.pending_plugins.add(g.status.plugin)
-            else:
-                diagnosis.unschedulable_plugins.add(g.status.plugin)
+            diagnosis.add(g)
         self._observe("Filter", start, None)
         return entry
-
-    def _plugin_timer(self, state: CycleState) -> Record | None:
-        """Where the cache times plugin calls, in cycles whose plugin metrics are sampled."""
-        metrics = self._metrics
-        if metrics is None or not state.record_plugin_metrics:
-            return None
-
-        def record(plugin: str, point: str, seconds: float) -> None:
-            metrics.plugin(plugin, point, Code.SUCCESS, seconds)
-
-        return record
 
     def _cached_score(
         self, state: CycleState, pod: Pod, entry: Filtered, plugin_scores: bool
@@ -851,18 +714,10 @@ class Framework:
         """Score from the per-shape cache, when every active Score plugin is node-local: the
         scores, their sums, and the slot of the node picked."""
         start = time.perf_counter()
-        try:
-            out = self._equivalence.score(
-                state,
-                pod,
-                entry,
-                _check_range,
-                self._plugin_timer(state),
-                self._rng,
-                plugin_scores=plugin_scores,
-            )
-        except BailError:
-            return None
+        plan = self._score_plans.of(state.skip_score_plugins)
+        out = self._equivalence.score(
+            state, pod, entry, plan, self._rng, plugin_scores=plugin_scores
+        )
         if out is not None:
             self._observe("Score", start, None)
         return out
@@ -1030,32 +885,6 @@ class Framework:
             p.post_bind(state, pod, node_name)
 
 
-def _check_range(plugin: str, scores: IntArray) -> None:
-    """Raise :class:`ScoreError` if a normalized score is outside the range."""
-    if _out_of_range(scores):
-        bad = int(scores.max() if scores.max() > MAX_NODE_SCORE else scores.min())
-        raise ScoreError(
-            plugin,
-            Status(
-                Code.ERROR,
-                f"plugin {plugin!r} returns an invalid score {bad}, it should in the "
-                f"range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing",
-            ),
-        )
-
-
-def _out_of_range(scores: IntArray) -> bool:
-    """Whether some score is outside ``[MIN_NODE_SCORE, MAX_NODE_SCORE]``."""
-    if not len(scores):
-        return False
-    if scores.dtype == np.int64 and MIN_NODE_SCORE == 0:
-        # One pass instead of two: a negative int64 read as uint64 is above 2**63. argmax rather
-        # than max: numpy's argmax over integers is a few times faster.
-        unsigned = scores.view(np.uint64)
-        return bool(unsigned[unsigned.argmax()] > MAX_NODE_SCORE)
-    return bool(scores.max() > MAX_NODE_SCORE or scores.min() < MIN_NODE_SCORE)
-
-
 def _priority(pod: Pod) -> int:
     """``corev1helpers.PodPriority``: ``spec.priority``, 0 when unset."""
     return pod.spec.priority if pod.spec.priority is not None else 0
@@ -1071,14 +900,11 @@ def _go_quote(s: str) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-class FilterError(Exception):
-    """A Filter (or PreFilter) plugin returned Error: the attempt fails and the pod backs off."""
-
-    def __init__(self, plugin: str, status: Status) -> None:
-        super().__init__(status.message)
-        self.plugin = plugin
-        self.status = status
-
-
-class ScoreError(FilterError):
-    """A PreScore, Score or NormalizeScore plugin returned Error."""
+def _filter_error(e: FilterError) -> Status:
+    """A Filter plugin's Error as ``RunFilterPlugins`` reports it, on either form of the loop."""
+    return Status(
+        Code.ERROR,
+        f"running {_go_quote(e.plugin)} filter plugin: {e.status.message}",
+        plugin=e.plugin,
+        error=e.status.error,
+    )

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import enum
 
+_set = object.__setattr__
+
 
 class Code(enum.IntEnum):
     """kube-scheduler's status codes, in its order."""
@@ -42,6 +44,11 @@ class Status:
 
     __slots__ = ("code", "error", "plugin", "reasons")
 
+    code: Code
+    reasons: tuple[str, ...]
+    plugin: str
+    error: BaseException | None
+
     def __init__(
         self,
         code: Code,
@@ -49,10 +56,17 @@ class Status:
         plugin: str = "",
         error: BaseException | None = None,
     ) -> None:
-        self.code = code
-        self.reasons: tuple[str, ...] = reasons
-        self.plugin = plugin
-        self.error = error
+        # Frozen: one Status is shared by many nodes and used as a dict key.
+        _set(self, "code", code)
+        _set(self, "reasons", reasons)
+        _set(self, "plugin", plugin)
+        _set(self, "error", error)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Status is immutable: cannot set {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"Status is immutable: cannot delete {name!r}")
 
     @classmethod
     def as_error(cls, error: BaseException, plugin: str = "") -> Status:
@@ -72,10 +86,11 @@ class Status:
         return self.code in _REJECTED
 
     def with_plugin(self, plugin: str) -> Status:
-        """This status attributed to ``plugin`` (kept if already set)."""
-        if not self.plugin:
-            self.plugin = plugin
-        return self
+        """This status attributed to ``plugin``: itself if it names a plugin already, else a copy
+        that names ``plugin``."""
+        if self.plugin:
+            return self
+        return Status(self.code, *self.reasons, plugin=plugin, error=self.error)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Status):
@@ -89,6 +104,9 @@ class Status:
         who = f" by {self.plugin}" if self.plugin else ""
         return f"Status({self.code.label}{who}: {self.message!r})"
 
+
+#: The Skip status (the plugin has nothing to do for this pod): immutable, so one serves every call.
+SKIP = Status(Code.SKIP)
 
 _REJECTED = frozenset({Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE, Code.PENDING})
 

@@ -9,6 +9,7 @@
 * :func:`bind`: the DefaultBinder's ``pods/binding`` POST with a UID precondition;
   :func:`get_secret`: one Secret (a pod's imagePullSecret), ``None`` if absent;
   :class:`PluginAPIClient`: those and custom objects, as the framework's client for plugins.
+  :func:`patch_custom_object_status`: a custom object's status (Coscheduling's PodGroups).
 * :class:`EventRecorder`: ``events.k8s.io/v1`` events, queued and aggregated into series;
   :func:`update_pod_condition`: the ``PodScheduled`` condition and nominated node.
 * :class:`LeaderElector`: leader election on a Lease with client-go's semantics.
@@ -25,6 +26,7 @@ from kubesched.kube._client import (
     decoder_for,
     load_kubeconfig,
 )
+from kubesched.kube._custom_objects import patch_custom_object_status
 from kubesched.kube._errors import (
     AlreadyExists,
     APIConnectionError,
@@ -125,6 +127,7 @@ __all__ = [
     "load_kubeconfig",
     "object_key",
     "object_reference",
+    "patch_custom_object_status",
     "reconcile",
     "update_pod_condition",
     "with_retries",

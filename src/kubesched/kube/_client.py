@@ -1,9 +1,9 @@
 """A thin async client for kube-apiserver: raw paths in, bytes or typed structs out.
 
 Configuration (kubeconfig, in-cluster service account, client certificates, exec plugins, CA) is
-loaded by ``lightkube``, which hands back a configured ``httpx2.AsyncClient``; everything above
-the socket (paths, rate limiting, error mapping, decoding) is ours, so hot-path responses are
-decoded once, straight into ``msgspec`` structs.
+loaded by ``lightkube``; requests and watches go over one HTTP/1.1 transport
+(:mod:`kubesched.kube._http1`), and everything above it (paths, rate limiting, error mapping,
+decoding) is ours, so hot-path responses are decoded once, straight into ``msgspec`` structs.
 """
 
 from __future__ import annotations
@@ -20,13 +20,14 @@ from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal, TypeAlias, TypeVar, overload
 
-import httpx2
 import msgspec
 
 import kubesched
+from kubesched.kube._credentials import Credentials, run_exec_plugin
 from kubesched.kube._errors import APIConnectionError, error_from_response
-from kubesched.kube._http1 import ConnectionPool, Credentials, TransportError
+from kubesched.kube._http1 import ConnectionPool, Proxy, TransportError
 from kubesched.kube._ratelimit import TokenBucket
+from kubesched.kube._warnings import handle_warnings
 
 __all__ = [
     "DEFAULT_BURST",
@@ -44,7 +45,8 @@ T = TypeVar("T")
 #: ``KubeSchedulerConfiguration.clientConnection`` defaults.
 DEFAULT_QPS: Final = 50.0
 DEFAULT_BURST: Final = 100
-#: Requests inside the HTTP client at once (more wait for a slot, in order).
+#: Requests on the wire at once, each on a kept-alive connection of its own (more wait for a
+#: connection, in order).
 DEFAULT_MAX_IN_FLIGHT: Final = 100
 DEFAULT_USER_AGENT: Final = f"kubesched/{kubesched.__version__}"
 
@@ -61,8 +63,6 @@ _PATCH_CONTENT_TYPES: Final[Mapping[str, str]] = {
     "json": "application/json-patch+json",
     "apply": "application/apply-patch+yaml",
 }
-
-_IDEMPOTENT: Final = frozenset({"GET", "HEAD", "OPTIONS"})
 
 _encoder = msgspec.json.Encoder()
 _decoders: dict[Any, msgspec.json.Decoder[Any]] = {}
@@ -146,14 +146,6 @@ def load_kubeconfig(
         raise KubeConfigError(f"cannot load cluster configuration: {exc}") from exc
 
 
-def _http2_available() -> bool:
-    try:
-        import h2  # noqa: F401, PLC0415
-    except ImportError:
-        return False
-    return True
-
-
 class APIClient:
     """Async access to one kube-apiserver with client-side rate limiting.
 
@@ -165,42 +157,25 @@ class APIClient:
 
     Methods take raw paths (``/api/v1/namespaces/ns/pods``, see :func:`api_path`) and return the
     body as bytes, or decoded into ``type`` when one is given. The client is safe to share
-    between tasks: many requests may be in flight at once, at most ``max_in_flight`` of them
-    inside the HTTP client (the others wait their turn; watches do not count). Cancelling a call
-    returns at once, but a request already being sent still completes in the background (its
-    answer dropped), so a cancelled write may have been applied.
-
-    With ``pool`` (a :class:`~kubesched.kube._http1.ConnectionPool`, as
-    :meth:`from_kubeconfig` sets up), ordinary requests go over its kept-alive HTTP/1.1
-    connections, at most ``max_in_flight`` of them, and watches over connections it opens for
-    each; ``http`` is then not used by the client itself.
+    between tasks: many requests may be in flight at once, each on a kept-alive connection of
+    ``transport`` (at most its ``max_connections``; the others wait their turn), and each watch
+    on a connection of its own. Cancelling a call returns at once, but a request already being
+    sent still completes in the background (its answer dropped), so a cancelled write may have
+    been applied.
     """
 
     def __init__(
         self,
-        http: httpx2.AsyncClient,
+        transport: ConnectionPool,
         *,
-        stream_http: httpx2.AsyncClient | None = None,
-        pool: ConnectionPool | None = None,
         qps: float = DEFAULT_QPS,
         burst: int = DEFAULT_BURST,
-        user_agent: str | None = None,
         namespace: str = "default",
-        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     ) -> None:
-        self._http = http
-        self._stream_http = stream_http or http
-        self._pool = pool
+        self._transport = transport
         self.limiter = TokenBucket(qps, burst)
         self.namespace = namespace
-        self._headers = {
-            "Accept": "application/json",
-            "User-Agent": user_agent or DEFAULT_USER_AGENT,
-        }
         self._background: set[asyncio.Task[Any]] = set()
-        # The HTTP client's connection pool scans its queue of waiting requests on every
-        # request: with thousands queued (a burst of bindings) that is quadratic.
-        self._slots = asyncio.Semaphore(max(1, max_in_flight))
         self.requests_total = 0
         self.throttled_seconds = 0.0
 
@@ -212,73 +187,24 @@ class APIClient:
         context: str | None = None,
         qps: float = DEFAULT_QPS,
         burst: int = DEFAULT_BURST,
-        http2: bool = True,
-        lean: bool = True,
         timeout: float = 30.0,
-        max_connections: int = 512,
-        max_keepalive_connections: int = 128,
         user_agent: str | None = None,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     ) -> APIClient:
-        """A client for the cluster found by :func:`load_kubeconfig`.
-
-        With ``lean`` (the default) ordinary requests go over kubesched's own pool of up to
-        ``max_in_flight`` kept-alive HTTP/1.1 connections (:mod:`kubesched.kube._http1`),
-        whenever the configuration allows it: client certificates, a bearer token or token
-        file, or basic auth, and no proxy from the environment. Otherwise (an exec credential
-        plugin, a proxy, or ``lean=False``) they go through ``httpx2``: with ``http2`` (and the
-        ``h2`` package installed, and the server offering it over TLS ALPN) on one multiplexed
-        HTTP/2 connection, where a read lost to a GOAWAY is repeated once over HTTP/1.1;
-        without it over HTTP/1.1, up to ``max_connections`` connections. Each watch has an
-        HTTP/1.1 connection of its own (the pool's, or ``httpx2``'s), closed when it ends.
-        ``timeout`` bounds an ordinary request (each phase of it with ``httpx2``); watches set
-        their own read timeout.
-        """
-        from lightkube.config.client_adapter import ConnectionParams  # noqa: PLC0415
-
+        """A client for the cluster found by :func:`load_kubeconfig`, over up to
+        ``max_in_flight`` kept-alive connections. ``timeout`` bounds an ordinary request;
+        watches set their own read timeout."""
         config = load_kubeconfig(kubeconfig, context=context)
-        user_agent = user_agent or DEFAULT_USER_AGENT
-        params = ConnectionParams(
-            timeout=httpx2.Timeout(timeout),
-            http2=http2 and _http2_available(),
-        )
         try:
-            kwargs = params.httpx_params(config)
-        except (OSError, ValueError, AssertionError) as exc:
+            pool = connection_pool(
+                config,
+                user_agent=user_agent or DEFAULT_USER_AGENT,
+                max_connections=max_in_flight,
+                timeout=timeout,
+            )
+        except (OSError, ValueError) as exc:
             raise KubeConfigError(f"cannot use cluster configuration: {exc}") from exc
-        limits = httpx2.Limits(
-            max_connections=max_connections,
-            max_keepalive_connections=max_keepalive_connections,
-            keepalive_expiry=60.0,
-        )
-        http = httpx2.AsyncClient(limits=limits, **kwargs)
-        stream_http = None
-        if kwargs.get("http2"):
-            # Watches get their own HTTP/1.1 connections: ending one early then closes its
-            # connection, where on the shared HTTP/2 connection the server would keep sending
-            # into a stream nobody reads (the transport does not reset abandoned streams).
-            stream_http = httpx2.AsyncClient(limits=limits, **{**kwargs, "http2": False})
-        pool = None
-        if lean:
-            try:
-                pool = lean_pool(
-                    config,
-                    user_agent=user_agent,
-                    max_connections=max_in_flight,
-                    timeout=timeout,
-                )
-            except (OSError, ValueError, TransportError) as exc:
-                raise KubeConfigError(f"cannot use cluster configuration: {exc}") from exc
-        return cls(
-            http,
-            stream_http=stream_http,
-            pool=pool,
-            qps=qps,
-            burst=burst,
-            user_agent=user_agent,
-            namespace=config.namespace,
-            max_in_flight=max_in_flight,
-        )
+        return cls(pool, qps=qps, burst=burst, namespace=config.namespace)
 
     def with_own_limiter(self) -> APIClient:
         """A client over the same connections with a rate limiter of its own (same ``qps`` and
@@ -291,25 +217,16 @@ class APIClient:
     @property
     def base_url(self) -> str:
         """The API server's URL."""
-        return str(self._http.base_url)
+        return self._transport.url
 
     @property
-    def http(self) -> httpx2.AsyncClient:
-        """The underlying HTTP client (auth and TLS already configured)."""
-        return self._http
-
-    @property
-    def pool(self) -> ConnectionPool | None:
-        """The HTTP/1.1 connection pool of ordinary requests, if they do not use ``http``."""
-        return self._pool
+    def transport(self) -> ConnectionPool:
+        """The connections requests and watches go over."""
+        return self._transport
 
     async def aclose(self) -> None:
         """Close all connections."""
-        if self._pool is not None:
-            await self._pool.aclose()
-        await self._http.aclose()
-        if self._stream_http is not self._http:
-            await self._stream_http.aclose()
+        await self._transport.aclose()
 
     async def __aenter__(self) -> APIClient:
         return self
@@ -335,67 +252,15 @@ class APIClient:
         params: Params | None = None,
         body: Body = None,
         content_type: str = "application/json",
-        timeout: float | httpx2.Timeout | None = None,  # noqa: ASYNC109  (the HTTP timeout)
+        timeout: float | None = None,  # noqa: ASYNC109  (the HTTP timeout)
     ) -> bytes:
         """Send one request and return the response body; raise an ``APIError`` on failure."""
         await self._throttle()
-        content = encode_body(body)
-        if self._pool is not None:
-            return await self._pooled(method, path, params, content, content_type, timeout)
-        headers = self._headers
-        if content is not None:
-            headers = {**headers, "Content-Type": content_type}
-        request = self._http.build_request(
-            method,
-            path,
-            params=_clean_params(params),
-            content=content,
-            headers=headers,
-            timeout=httpx2.USE_CLIENT_DEFAULT if timeout is None else timeout,
-        )
-        self.requests_total += 1
-        try:
-            try:
-                response = await self._send(self._http, request, stream=False)
-            except httpx2.RemoteProtocolError:
-                # The HTTP/2 transport cannot finish a stream once the server has sent GOAWAY
-                # (kube-apiserver does so before answering an unauthenticated request, with
-                # --goaway-chance, and when shutting down). A read is safe to repeat: once
-                # more, on an HTTP/1.1 connection. Anything else may have been applied.
-                if method not in _IDEMPOTENT or self._stream_http is self._http:
-                    raise
-                request = self._stream_http.build_request(
-                    method,
-                    path,
-                    params=_clean_params(params),
-                    headers=headers,
-                    timeout=httpx2.USE_CLIENT_DEFAULT if timeout is None else timeout,
-                )
-                response = await self._send(self._stream_http, request, stream=False)
-        except httpx2.TransportError as exc:
-            raise APIConnectionError(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
-        if response.status_code >= 400:
-            raise error_from_response(response.status_code, response.content, response.headers)
-        return response.content
-
-    async def _pooled(
-        self,
-        method: str,
-        path: str,
-        params: Params | None,
-        content: bytes | None,
-        content_type: str,
-        timeout: float | httpx2.Timeout | None,  # noqa: ASYNC109  (the HTTP timeout)
-    ) -> bytes:
-        assert self._pool is not None
-        if isinstance(timeout, httpx2.Timeout):
-            phases = (timeout.connect, timeout.read, timeout.write, timeout.pool)
-            timeout = max((t for t in phases if t is not None), default=None)
-        sending = self._pool.request(
+        sending = self._transport.request(
             method,
             path,
             query=query_string(params),
-            body=content,
+            body=encode_body(body),
             content_type=content_type,
             timeout=timeout,
         )
@@ -404,6 +269,7 @@ class APIClient:
             response = await _shielded(sending, self._background)
         except TransportError as exc:
             raise APIConnectionError(f"{method} {path}: {exc}") from exc
+        handle_warnings(response.headers)
         if response.status >= 400:
             raise error_from_response(response.status, response.body, response.headers)
         return response.body
@@ -423,46 +289,15 @@ class APIClient:
         is closed when the block ends, so the server stops sending.
         """
         await self._throttle()
-        if self._pool is not None:
-            async with self._pooled_stream(path, params, read_timeout) as lines:
-                yield lines
-            return
-        current = self._stream_http.timeout
-        timeout = httpx2.Timeout(
-            connect=current.connect, read=read_timeout, write=current.write, pool=current.pool
-        )
-        request = self._stream_http.build_request(
-            "GET", path, params=_clean_params(params), headers=self._headers, timeout=timeout
-        )
         self.requests_total += 1
         try:
-            response = await self._send(self._stream_http, request, stream=True)
-        except httpx2.TransportError as exc:
-            raise APIConnectionError(f"GET {path}: {type(exc).__name__}: {exc}") from exc
-        try:
-            if response.status_code >= 400:
-                try:
-                    body = await response.aread()
-                except httpx2.TransportError:
-                    body = b""
-                raise error_from_response(response.status_code, body, response.headers)
-            yield iter_lines(response.aiter_bytes(), path)
-        finally:
-            await response.aclose()
-
-    @contextlib.asynccontextmanager
-    async def _pooled_stream(
-        self, path: str, params: Params | None, read_timeout: float | None
-    ) -> AsyncIterator[AsyncIterator[bytes]]:
-        assert self._pool is not None
-        self.requests_total += 1
-        try:
-            body = await self._pool.open_stream(
+            body = await self._transport.open_stream(
                 path, query=query_string(params), read_timeout=read_timeout
             )
         except TransportError as exc:
             raise APIConnectionError(f"GET {path}: {exc}") from exc
         try:
+            handle_warnings(body.headers)
             if body.status >= 400:
                 try:
                     content = await body.read()
@@ -472,16 +307,6 @@ class APIClient:
             yield iter_lines(body.chunks(), path)
         finally:
             body.close()
-
-    async def _send(
-        self, http: httpx2.AsyncClient, request: httpx2.Request, *, stream: bool
-    ) -> httpx2.Response:
-        sending = http.send(request, stream=stream)
-        return await _shielded(sending if stream else self._in_slot(sending), self._background)
-
-    async def _in_slot(self, sending: Awaitable[httpx2.Response]) -> httpx2.Response:
-        async with self._slots:
-            return await sending
 
     # --- verbs ------------------------------------------------------------------------------
 
@@ -652,10 +477,9 @@ class APIClient:
 async def _shielded(sending: Awaitable[T], background: set[asyncio.Task[Any]]) -> T:
     """Await ``sending`` in a task of its own that cancelling the caller does not interrupt.
 
-    A request cancelled while its headers or body are being written leaves a shared HTTP/2
-    connection broken for every other request on it (and an HTTP/1.1 one unusable). So the
-    caller is released at once and the request completes in the background; its answer, when
-    it comes, is closed (a streamed ``httpx2`` response) and dropped.
+    A request cancelled while its bytes are being written or its answer read leaves its
+    connection unusable. So the caller is released at once and the request completes in the
+    background; its answer, when it comes, is dropped.
     """
     task = asyncio.ensure_future(sending)
     try:
@@ -669,20 +493,15 @@ async def _shielded(sending: Awaitable[T], background: set[asyncio.Task[Any]]) -
 def _discarder(background: set[asyncio.Task[Any]]) -> Any:
     def discard(task: asyncio.Task[Any]) -> None:
         background.discard(task)
-        if task.cancelled() or task.exception() is not None:
-            return
-        response = task.result()
-        if isinstance(response, httpx2.Response) and not response.is_closed:
-            closing = asyncio.ensure_future(response.aclose())
-            background.add(closing)
-            closing.add_done_callback(background.discard)
+        if not task.cancelled():
+            task.exception()  # retrieved: nobody is waiting for it
 
     return discard
 
 
 def query_string(params: Params | None) -> str:
     """``params`` as a URL query (``None`` values left out, booleans as ``true``/``false``,
-    sequences repeated), as ``httpx2`` encodes them."""
+    sequences repeated)."""
     if not params:
         return ""
     items: list[tuple[str, str]] = []
@@ -702,34 +521,38 @@ def _param_text(value: ParamValue) -> str:
     return str(value)
 
 
-def lean_pool(
+def connection_pool(
     config: Any, *, user_agent: str, max_connections: int, timeout: float | None
-) -> ConnectionPool | None:
-    """A :class:`ConnectionPool` for lightkube's ``SingleConfig`` ``config``, or ``None`` when
-    the configuration needs what only the general-purpose client does (an exec credential
-    plugin, an auth provider, a proxy from the environment, a scheme other than HTTP(S)).
+) -> ConnectionPool:
+    """The :class:`ConnectionPool` for lightkube's ``SingleConfig`` ``config``.
 
-    Credentials are taken in lightkube's order (token file, token, exec, basic auth); TLS is
-    the context lightkube would build (CA, ``insecure-skip-tls-verify``, client certificate),
-    made afresh and offering only HTTP/1.1 over ALPN.
+    Credentials are taken in lightkube's order (token file, token, exec plugin, basic auth);
+    TLS is the context lightkube builds (CA, ``insecure-skip-tls-verify``, client certificate),
+    offering only HTTP/1.1 over ALPN. A proxy from the environment (``HTTPS_PROXY``,
+    ``HTTP_PROXY``, ``NO_PROXY``, as client-go reads them) is tunnelled through with CONNECT.
+    Raises ``ValueError`` for what the transport does not speak: an auth provider, a proxy other
+    than ``http://``, a scheme other than HTTP(S).
     """
     from lightkube.config.client_adapter import verify_cluster  # noqa: PLC0415
 
     url = urllib.parse.urlsplit(config.cluster.server)
     user = config.user
-    if url.scheme not in ("http", "https") or not url.hostname or user is None:
-        return None
-    if user.auth_provider or (user.exec and not (user.token_file or user.token)):
-        return None
-    if _proxied(url):
-        return None
+    if url.scheme not in ("http", "https") or not url.hostname:
+        raise ValueError(f"cluster.server {config.cluster.server!r}: not an http(s) URL")
+    if user is None:
+        raise ValueError("the context names no user")
+    proxy = _proxy_for(url)
     if user.token_file:
         credentials = Credentials(token_file=user.token_file)
     elif user.token:
         credentials = Credentials(f"Bearer {user.token}")
+    elif user.exec:
+        credentials = Credentials(exec_plugin=run_exec_plugin(user.exec))
     elif user.username and user.password:
         pair = f"{user.username}:{user.password}".encode()
         credentials = Credentials(f"Basic {base64.b64encode(pair).decode()}")
+    elif user.auth_provider:
+        raise ValueError("users[].user.auth-provider is not supported: use an exec plugin")
     else:
         credentials = Credentials()
     context = None
@@ -746,22 +569,26 @@ def lean_pool(
         credentials=credentials,
         max_connections=max_connections,
         timeout=timeout,
+        proxy=proxy,
     )
 
 
-def _proxied(url: urllib.parse.SplitResult) -> bool:
-    """Whether the environment sends requests to ``url`` through a proxy (as ``httpx2``
-    with ``trust_env`` would)."""
+def _proxy_for(url: urllib.parse.SplitResult) -> Proxy | None:
+    """The proxy the environment sends requests to ``url`` through, if any."""
     proxies = urllib.request.getproxies()
-    if not (proxies.get(url.scheme) or proxies.get("all")):
-        return False
-    return not urllib.request.proxy_bypass(url.hostname or "")
-
-
-def _clean_params(params: Params | None) -> dict[str, Any] | None:
-    if not params:
+    address = proxies.get(url.scheme) or proxies.get("all")
+    if not address or urllib.request.proxy_bypass(url.hostname or ""):
         return None
-    return {k: v for k, v in params.items() if v is not None}
+    proxy = urllib.parse.urlsplit(address if "://" in address else f"http://{address}")
+    if proxy.scheme != "http" or not proxy.hostname:
+        raise ValueError(f"proxy {address!r} from the environment: only http:// proxies work")
+    authorization = None
+    if proxy.username is not None:
+        pair = (
+            f"{urllib.parse.unquote(proxy.username)}:{urllib.parse.unquote(proxy.password or '')}"
+        )
+        authorization = f"Basic {base64.b64encode(pair.encode()).decode()}"
+    return Proxy(proxy.hostname, proxy.port or 80, authorization)
 
 
 async def iter_lines(chunks: AsyncIterator[bytes], what: str = "") -> AsyncIterator[bytes]:
@@ -784,7 +611,7 @@ async def iter_lines(chunks: AsyncIterator[bytes], what: str = "") -> AsyncItera
                     yield line
             if tail:
                 pending.append(tail)
-    except (httpx2.TransportError, TransportError) as exc:
+    except TransportError as exc:
         raise APIConnectionError(f"reading {what}: {type(exc).__name__}: {exc}") from exc
     if pending:
         last = b"".join(pending).strip()

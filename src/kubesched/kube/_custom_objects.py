@@ -1,9 +1,11 @@
-"""Custom resources as plain JSON: list, create and delete, for plugins that manage CRs.
+"""Custom resources as plain JSON: list, create, delete and patch the status of, for plugins
+that manage CRs.
 
 The image-compatibility plugin's NodeFeatureGroup mode creates ``NodeFeatureGroup`` objects
-and reads their status through these; a front end exposes them on the framework's API client
-(the ``CustomObjectsAPIClient`` shape). "Already there" and "already gone" are answers, not
-errors, so a controller that retries stays idempotent.
+and reads their status through these; Coscheduling writes ``PodGroup`` status. A front end
+exposes them on the framework's API client (the ``CustomObjectsAPIClient`` shape). "Already
+there" and "already gone" are answers, not errors, so a controller that retries stays
+idempotent.
 """
 
 from __future__ import annotations
@@ -62,6 +64,27 @@ async def delete_custom_object(
     path = api_path(plural, group_version=group_version, namespace=namespace, name=name)
     try:
         await client.delete(path)
+    except NotFound:
+        return False
+    return True
+
+
+async def patch_custom_object_status(
+    client: APIClient,
+    group_version: str,
+    plural: str,
+    name: str,
+    status: Mapping[str, Any],
+    *,
+    namespace: str,
+) -> bool:
+    """Merge ``status`` into the object's ``status`` subresource; ``False`` if there is no such
+    object."""
+    path = api_path(
+        plural, group_version=group_version, namespace=namespace, name=name, subresource="status"
+    )
+    try:
+        await client.patch(path, {"status": dict(status)})
     except NotFound:
         return False
     return True

@@ -1,24 +1,9 @@
 """AnnotationGate: refuse pods that carry certain annotations.
 
-An example of a plugin written outside kube-scheduler's plugin set, the way another package
-would write one: it uses only kubesched's public API (``kubesched.api``, ``kubesched.config``,
-``kubesched.framework``), declares its own args type, and is registered through the
-``kubesched.plugins`` entry point rather than the in-tree table. See
-``docs/plugins/annotation-gate.md`` for the walk-through.
-
-What it does: a cluster may have pods that belong to another scheduler or environment and are
-marked by an annotation (by default ``mycompany.com/environment``). A profile with this plugin
-enabled rejects such pods at PreFilter, before any node is looked at, with
-``pod has annotation "mycompany.com/environment", which this scheduler does not admit``. The
-rejection is UnschedulableAndUnresolvable: no node, and no preemption, can change it; only
-removing the annotation can, and that update requeues the pod.
-
-Configuration::
-
-    pluginConfig:
-      - name: AnnotationGate
-        args:
-          annotations: ["mycompany.com/environment", "mycompany.com/legacy"]
+An example of a plugin written outside kube-scheduler's plugin set, the way another package would
+write one: only kubesched's public API, its own args type, registered through the
+``kubesched.plugins`` entry point. What it does and the walk-through:
+docs/plugins/annotation-gate.md.
 """
 
 from __future__ import annotations

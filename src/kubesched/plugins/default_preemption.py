@@ -2,37 +2,8 @@
 
 kube-scheduler v1.34's ``defaultpreemption`` plugin with its ``preemption.Evaluator``, as a
 PostFilter (run only when Filter left no node) plus a PreEnqueue (asynchronous preemption):
-
-1. **Eligibility.** A pod with ``preemptionPolicy: Never`` does not preempt
-   (``not eligible due to preemptionPolicy=Never.``); nor does a pod whose nominated node still
-   has a lower-priority pod terminating because the scheduler preempted it (``not eligible due
-   to a terminating pod on the nominated node.``), unless Filter now calls that node
-   UnschedulableAndUnresolvable.
-2. **Candidates.** Only nodes Filter rejected as ``Unschedulable`` are tried
-   (UnschedulableAndUnresolvable means evicting pods cannot help). They are visited from a random
-   offset, round robin, until ``max(nodes × minCandidateNodesPercentage / 100,
-   minCandidateNodesAbsolute)`` candidates are found, at least one of them violating no
-   PodDisruptionBudget.
-3. **Victims on a node** (a dry run on the node, undone afterwards): take off every pod of lower
-   priority, telling the PreFilter plugins (``RemovePod``) on a copy of the cycle state; if the
-   pod still does not fit (Filter with nominated pods, as the scheduling cycle runs it), the node
-   is no candidate. Otherwise put pods back one by one, most important first (higher priority,
-   then earlier start), the ones whose eviction would violate a PDB before the others; a pod that
-   makes the preemptor unfit again stays a victim.
-4. **The node** among candidates: fewest PDB violations, then the lowest highest-victim
-   priority, the lowest sum of victim priorities, the fewest victims, the latest start among the
-   highest-priority victims, then the first.
-5. **Carry it out**, in the background: clear the nomination of lower-priority pods nominated to
-   that node, mark each victim ``DisruptionTarget`` (``PreemptionByScheduler``) and delete it
-   gracefully, recording ``Preempted by pod <uid> on node <node>`` on it; a victim waiting at
-   Permit is rejected instead. The preemptor is nominated to the node; until its victims are
-   deleted, PreEnqueue keeps it out of the active queue. When it is tried again the nominated
-   node is evaluated first, and lower-priority pods cannot take the room meanwhile: Filter counts
-   nominated pods of equal or higher priority.
-
-When no node can be made to fit, the FailedScheduling message ends with kube-scheduler's own
-``preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, 2
-Preemption is not helpful for scheduling.`` and the pod's nomination is cleared.
+eligibility, candidate nodes, victims found by a dry run on each, the node, then the evictions in
+the background. Each step as kube-scheduler takes it: docs/plugins/default-preemption.md.
 """
 
 from __future__ import annotations

@@ -1,40 +1,10 @@
 """PodGroup: schedule a group of pods all together or not at all (gang scheduling).
 
-Pods that only make sense together (the workers of a distributed training job, an MPI ring)
-are labelled as one group::
-
-    metadata:
-      labels:
-        pod-group.kubesched.io/name: trainer            # the group, within the namespace
-        pod-group.kubesched.io/min-available: "3"        # how many must run at once
-
-Each member is scheduled on its own, as usual, up to its node being chosen and reserved. Then,
-at Permit, it **waits** (holding its node) until ``min-available`` members of its group are
-placed: the waiting ones, plus those already bound. The member that completes the quorum
-releases the whole group: every waiting member is allowed, and they all go on to bind.
-
-If the quorum is not reached within ``permitWaitingTimeSeconds`` (an arg, 60 s by default), the
-waiting member times out, and its Unreserve rejects every other waiting member of the group:
-they all give back their nodes and return to the scheduling queue, to be tried again when a
-member is added, a pod is deleted or a node gains room. So either ``min-available`` members bind
-at about the same time, or none does.
-
-A pod with ``pod-group.kubesched.io/name`` but no valid ``min-available`` (a positive integer)
-is rejected at PreFilter (UnschedulableAndUnresolvable) until its labels are fixed. Pods without
-the name label are not concerned.
-
-This is kubesched's own plugin, in the spirit of the scheduler-plugins project's Coscheduling
-but without a PodGroup custom resource: the labels are the whole contract. It registers through
-the ``kubesched.plugins`` entry point; enable it in a profile with::
-
-    plugins:
-      multiPoint:
-        enabled:
-        - name: PodGroup
-    pluginConfig:
-    - name: PodGroup
-      args:
-        permitWaitingTimeSeconds: 30
+Members carry ``pod-group.kubesched.io/name`` and ``pod-group.kubesched.io/min-available``. Each
+waits at Permit, holding its node, until ``min-available`` members are placed; one that times out
+sends every waiting member of its group back to the queue. kubesched's own plugin, registered
+through the ``kubesched.plugins`` entry point: docs/plugins/pod-group.md. Workloads that
+create scheduler-plugins' ``PodGroup`` objects use :mod:`kubesched.plugins.coscheduling`.
 """
 
 from __future__ import annotations
@@ -48,6 +18,7 @@ import numpy as np
 from kubesched.api import Pod
 from kubesched.config import FieldError, decode_args
 from kubesched.framework import (
+    SKIP,
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
@@ -129,7 +100,7 @@ class PodGroup(PreFilterPlugin, ReservePlugin, PermitPlugin, EnqueueExtensions):
         self, state: CycleState, pod: Pod, nodes: Nodes
     ) -> tuple[PreFilterResult | None, Status | None]:
         if group_of(pod) is None:
-            return None, Status(Code.SKIP)
+            return None, SKIP
         if min_available(pod) is None:
             raw = pod.metadata.labels.get(MIN_AVAILABLE_LABEL)
             label = f"pod group label {MIN_AVAILABLE_LABEL}"

@@ -1,23 +1,9 @@
 """ImageLocality: favour nodes that already have the pod's container images.
 
-Pulling a large image takes time; a node that has it starts the pod sooner. For each container of
-the pod (init containers included, ephemeral ones not) whose image the node reports in
-``status.images``, the node earns the image's size scaled by how widely the image is spread::
-
-    scaled = int(size * (nodes having the image / all nodes))
-
-so an image present everywhere counts fully and one present on a single node of a thousand
-hardly at all: a pod is not drawn to the few nodes that happen to hold a rare image ("node
-heating"). The sum is clamped to ``[23 MiB, 1000 MiB * number of containers]`` and mapped
-linearly onto 0..100 with integer division::
-
-    score = 100 * (clamped - 23 MiB) // (1000 MiB * containers - 23 MiB)
-
-Image names are compared as the container runtime reports them: an image without a tag or digest
-gets ``:latest`` (``nginx`` is looked up as ``nginx:latest``); registry and repository are not
-normalized further. Example: a pod with images ``gcr.io/40`` and ``gcr.io/250`` on a two-node
-cluster where one node has ``gcr.io/250:latest`` (250 MiB): that node scores
-``100 * (125 MiB - 23 MiB) // (2000 MiB - 23 MiB) = 5``, the other 0.
+A node earns the size of each of the pod's images it reports, scaled by how widely the image is
+spread over the nodes (a rare image must not draw pods to the few nodes holding it), clamped and
+mapped onto 0..100 as kube-scheduler does. The formula and an example:
+docs/plugins/image-locality.md.
 """
 
 from __future__ import annotations

@@ -1,34 +1,12 @@
 """InterPodAffinity: pods choose nodes by the pods already running near them.
 
-A pod's ``spec.affinity.podAffinity`` and ``podAntiAffinity`` hold *terms*. A term selects pods
-(``labelSelector``, in ``namespaces`` or namespaces matching ``namespaceSelector``; the pod's own
-namespace when neither is set) and names a node label, the ``topologyKey``: the nodes sharing a
-value of that label form one *topology domain* (a zone, a rack, a node).
-
-- Required affinity (Filter): a node qualifies if, for every term, it has the topology label and
-  its domain holds a pod matching *all* the terms. A pod whose terms match itself may go
-  anywhere the labels exist while no pod anywhere matches (the first of a group).
-  ``node(s) didn't match pod affinity rules`` (UnschedulableAndUnresolvable).
-- Required anti-affinity (Filter): a node is out if its domain for some term holds a pod that
-  term matches. ``node(s) didn't match pod anti-affinity rules`` (Unschedulable).
-- Existing pods' required anti-affinity is symmetric: a node is out if a pod in one of its
-  domains has an anti-affinity term matching the incoming pod.
-  ``node(s) didn't satisfy existing pods anti-affinity rules`` (Unschedulable).
-- Score: each domain gets the weights of the preferred terms (affinity +, anti-affinity -) of
-  the incoming pod that its pods match, plus those of its pods' preferred terms that match the
-  incoming pod, plus ``hardPodAffinityWeight`` for each of its pods' *required* affinity terms
-  matching the incoming pod. A node scores the sum over its domains; scores are then rescaled
-  min-max to 0..100. With ``ignorePreferredTermsOfExistingPods`` a pod without preferred terms
-  of its own is not scored at all.
-
-``matchLabelKeys`` and ``mismatchLabelKeys`` are merged into the term's ``labelSelector`` by the
-API server when the pod is created, so the scheduler reads them already merged; a front end that
-takes pods from elsewhere applies :func:`apply_match_label_keys` first.
+Required affinity and anti-affinity, the existing pods' anti-affinity (Filter) and preferred
+terms (Score), as kube-scheduler v1.34: docs/plugins/inter-pod-affinity.md. A front end that
+takes pods from elsewhere than the API server applies :func:`apply_match_label_keys` first.
 
 The counting is vectorized: existing pods are rows of the snapshot's :class:`PodTable`, grouped by
 namespace, labels and affinity; a term is evaluated once per group, and the matches of each
-domain come from ``np.bincount`` over the rows' node label ids. Node verdicts and scores are
-gathers over the node table's label columns.
+domain come from ``np.bincount`` over the rows' node label ids.
 """
 
 from __future__ import annotations
@@ -54,6 +32,7 @@ from kubesched.config import InterPodAffinityArgs, decode_args
 from kubesched.config._names import is_qualified_name, is_valid_label_value
 from kubesched.framework import (
     MAX_NODE_SCORE,
+    SKIP,
     ActionType,
     AffinityClass,
     BoolArray,
@@ -620,7 +599,7 @@ class InterPodAffinity(
             and not terms.required_anti_affinity
             and not _any_nonzero(existing)
         ):
-            return None, Status(Code.SKIP)
+            return None, SKIP
         affinity = tuple(map(self._merge_namespaces, terms.required_affinity))
         anti = tuple(map(self._merge_namespaces, terms.required_anti_affinity))
         aff_counts, anti_counts = self._incoming_counts(affinity, anti)
@@ -768,7 +747,7 @@ class InterPodAffinity(
             )
         )
         if self.ignore_preferred_terms_of_existing_pods and not has_preferred:
-            return Status(Code.SKIP)
+            return SKIP
         terms = PodAffinityTerms.of(pod)
         if terms.errors:
             return Status(Code.ERROR, f"failed to parse pod: {terms.error}")
@@ -786,7 +765,7 @@ class InterPodAffinity(
         ns_labels = self._snapshot.namespace_labels(pod.metadata.namespace)
         matched |= self._score_existing_terms(topology, pod, ns_labels)
         if not matched:
-            return Status(Code.SKIP)
+            return SKIP
         state.write(PRE_SCORE_STATE_KEY, _PreScoreState(topology))
         return None
 

@@ -1,26 +1,11 @@
 """NodeAffinity: pods choose nodes by their labels.
 
-A pod constrains where it may run in two ways, both checked here:
+``spec.nodeSelector``, required and preferred node affinity, and the profile's own
+``addedAffinity``, as kube-scheduler v1.34: docs/plugins/node-affinity.md.
 
-- ``spec.nodeSelector``: a map of labels the node must carry, each with exactly that value.
-- ``spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution``: a list of
-  *node selector terms*, at least one of which the node must match. A term is a list of
-  requirements that must all hold: ``matchExpressions`` on labels (``In``, ``NotIn``, ``Exists``,
-  ``DoesNotExist``, ``Gt``, ``Lt``) and ``matchFields`` on the node's name
-  (``metadata.name In [node-1]``). An empty term matches no node; a term the API would reject
-  (``In`` without values, an invalid label value...) is dropped.
-
-It also scores: ``preferredDuringSchedulingIgnoredDuringExecution`` lists terms with weights
-(1..100); a node scores the sum of the weights of the terms it matches, and scores are then
-rescaled so the best node gets 100.
-
-The plugin's args may add an affinity of the profile's own (``addedAffinity``): its required
-terms are checked before the pod's (a node failing them reads ``node(s) didn't match
-scheduler-enforced node affinity``) and its preferred terms add to every pod's score.
-
-PreFilter narrows the nodes when every required term pins ``metadata.name`` with ``In``: only
-those named nodes are then filtered at all. Filter and Score are vectorized: each label
-requirement is evaluated once per distinct value of that label across nodes.
+PreFilter narrows the nodes when every required term pins ``metadata.name`` with ``In``. Filter
+and Score are vectorized: each label requirement is evaluated once per distinct value of that
+label across nodes.
 """
 
 from __future__ import annotations
@@ -49,6 +34,7 @@ from kubesched.api import NodeAffinity as NodeAffinitySpec
 from kubesched.config import NodeAffinityArgs, decode_args
 from kubesched.framework import (
     MAX_NODE_SCORE,
+    SKIP,
     ActionType,
     BoolArray,
     ClusterEvent,
@@ -383,7 +369,7 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, E
             else None
         )
         if required is None and self.added_node_selector is None and not pod.spec.node_selector:
-            return None, Status(Code.SKIP)
+            return None, SKIP
         state.write(PRE_FILTER_STATE_KEY, RequiredNodeAffinity.of(pod))
         if required is None or not required.node_selector_terms:
             return None, None
@@ -445,7 +431,7 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, E
         except ValueError as e:
             return Status.as_error(e)
         if preferred is None and self.added_preferred is None:
-            return Status(Code.SKIP)
+            return SKIP
         state.write(PRE_SCORE_STATE_KEY, _PreScoreState(preferred))
         return None
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from kubesched.api import Pod
 from kubesched.framework import (
+    SKIP,
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
@@ -71,7 +72,7 @@ class NodePorts(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
     ) -> tuple[PreFilterResult | None, Status | None]:
         ports = host_ports(pod)
         if not ports:
-            return None, Status(Code.SKIP)
+            return None, SKIP
         state.write(PRE_FILTER_STATE_KEY, _PreFilterState(ports))
         return None, None
 

@@ -40,6 +40,7 @@ from kubesched.api import (
     persistent_volume_claim_class,
 )
 from kubesched.framework import (
+    SKIP,
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
@@ -282,7 +283,7 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
         for v in pod.spec.volumes:
             if counts_toward_limits(v):
                 return None, None
-        return None, Status(Code.SKIP)
+        return None, SKIP
 
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
         if not pod.spec.volumes:

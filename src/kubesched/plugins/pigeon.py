@@ -1,36 +1,9 @@
 """PigeonHole: kube-safe-scheduler's ``pigeon`` agent (policy-driven placement) as a Score plugin.
 
-The original hands the cluster's state to ``libpigeon`` (C) and asks, for each candidate node, the
-value of a policy's objective function if the pod were placed there; smaller is better. The
-objectives are ported here from its sources (``objective/lbfn.c``, ``consfn.c``, ``abpfn.c``),
-evaluated over the nodes being scored, with every candidate at once.
-
-**Resources.** The first ``numResources`` (1..5, default 2, env ``NUM_RESOURCES``) of: cpu
-(millicores), memory (MiB, rounded down), pods, GPUs (``gpuResourceName``), ephemeral-storage
-(GiB, rounded down). A node's capacity is its allocatable amount and its usage the requests of
-the pods the scheduler counts on it (its own cache, assumed pods included; the original read
-annotations written by a separate assessor). The pod's demand is its effective request, at least
-10 millicores of cpu and 16 MiB of memory, and 1 pod. A node where the demand exceeds
-``capacity - usage`` for some resource cannot take the pod and scores 0.
-
-**Objectives** (``policy``, default ``A_BINPACK``, env ``POLICY_OBJECTIVE``), with the pod placed
-on the candidate and every other node as it is, ``u`` a node's utilization of the prime resource
-(``policyResourceIndex``, default 0 = cpu; ``usage / capacity``, 1 without capacity):
-
-- ``LOAD_BALANCE``: the standard deviation of ``u`` over the nodes (spreading).
-- ``CONSOLIDATE``: with ``a`` the mean of ``u``, ``1 - sqrt(mean(t**2))`` where
-  ``t = (a - u) / a`` below the mean and ``(u - a) / (1 - a)`` above; 0 when ``a`` is 0 or 1
-  (packing).
-- ``A_BINPACK``, adaptive bin packing: ``|c(nodes) - c(demand)|``, where ``c`` is the coefficient
-  of variation (Albert and Zhang: ``sqrt(m' S m) / (m' m)``; ``sd / mean`` for one resource) of
-  the nodes' utilization vectors (each resource clamped to 0..1), and of the demand vectors of
-  the pods this plugin has scored (a running mean of the first 100, then an exponential one with
-  factor 0.01), divided by the mean capacity of the nodes.
-
-**Score.** With ``lo`` and ``hi`` the smallest and largest objective among nodes that can take the
-pod: ``round(1 + 99 * (hi - v) / (hi - lo))`` (half away from zero), 100 for all when
-``hi == lo``, 0 where the pod does not fit. Objective values are compared to 9 decimal places so
-that rounding noise cannot spread equal nodes over the scale. See ``docs/plugins/pigeon.md``.
+The original asks ``libpigeon`` (C), for each candidate node, the value of a policy's objective
+function were the pod placed there; the objectives (``LOAD_BALANCE``, ``CONSOLIDATE``,
+``A_BINPACK``) are ported from its sources and evaluated for every candidate at once. Resources,
+objectives and the score: docs/plugins/pigeon.md.
 """
 
 from __future__ import annotations

@@ -1,28 +1,7 @@
 """PodTopologySpread: keep the pods of a workload evenly spread over topology domains.
 
-A pod's ``spec.topologySpreadConstraints`` each name a node label (``topologyKey``: the nodes
-sharing a value form a *domain*), a ``labelSelector`` for the pods to count (in the pod's
-namespace, terminating pods left out; ``matchLabelKeys`` adds the pod's own values of those
-labels to it) and a ``maxSkew``. *Eligible* nodes carry every constraint's topology key and, per
-constraint, pass the pod's required node affinity (``nodeAffinityPolicy``, default Honor) and
-its tolerations (``nodeTaintsPolicy``, default Ignore).
-
-- ``whenUnsatisfiable: DoNotSchedule`` (Filter): placing the pod on a node must keep
-  ``matching pods in the node's domain + 1 (if the pod matches) - global minimum <= maxSkew``,
-  the global minimum being the fewest matching pods in an eligible domain, or 0 when there are
-  fewer eligible domains than ``minDomains``. A node without the topology key fails with
-  ``node(s) didn't match pod topology spread constraints (missing required label)``
-  (UnschedulableAndUnresolvable); a skew too large with
-  ``node(s) didn't match pod topology spread constraints`` (Unschedulable).
-- ``whenUnsatisfiable: ScheduleAnyway`` (Score): a node scores, per constraint, the matching pods
-  in its domain times ``log(number of domains + 2)`` plus ``maxSkew - 1``; fewer is better, so
-  scores are reversed and rescaled to 0..100.
-
-Pods without constraints of their own get default ones: with ``defaultingType: System``
-hostname (maxSkew 3) and zone (maxSkew 5), ScheduleAnyway; with ``List`` the args'
-``defaultConstraints``. Their selector is the union of the selectors of the Services selecting
-the pod and of its controlling ReplicationController, ReplicaSet or StatefulSet, which the front
-end records on the snapshot; without those records a pod gets no default constraints.
+Hard constraints (Filter), soft ones (Score) and the default constraints of pods without their
+own, as kube-scheduler v1.34: docs/plugins/pod-topology-spread.md.
 
 Counting is vectorized: matching pods are counted per node with ``np.bincount`` over the
 snapshot's :class:`PodTable` rows (a selector is evaluated once per group of identical pods),
@@ -48,6 +27,7 @@ from kubesched.api import (
 from kubesched.config import SYSTEM_DEFAULTING, PodTopologySpreadArgs, decode_args
 from kubesched.framework import (
     MAX_NODE_SCORE,
+    SKIP,
     ActionType,
     BoolArray,
     ClusterEvent,
@@ -430,7 +410,7 @@ class PodTopologySpread(
                 what = "setting default hard topology spread constraints"
             return None, Status(Code.ERROR, f"get constraints from pod: {what}: {e}")
         if not constraints:
-            return None, Status(Code.SKIP)
+            return None, SKIP
         snap = self._snapshot
         table, slots = snap.table, nodes.slots
         vids = [_value_ids(table, c.topology_key, slots) for c in constraints]
@@ -529,7 +509,7 @@ class PodTopologySpread(
     def pre_score(self, state: CycleState, pod: Pod, nodes: Nodes) -> Status | None:
         snap = self._snapshot
         if len(snap) == 0:
-            return Status(Code.SKIP)
+            return SKIP
         own = bool(pod.spec.topology_spread_constraints)
         try:
             constraints = self.constraints(pod, SCHEDULE_ANYWAY)
@@ -541,7 +521,7 @@ class PodTopologySpread(
             )
             return Status(Code.ERROR, f"calculating preScoreState: {what}: {e}")
         if not constraints:
-            return Status(Code.SKIP)
+            return SKIP
         # Only non-system-default spreading needs every topology key on a node, so nodes
         # without a zone still get hostname spreading.
         require_all = own or not self.system_defaulted

@@ -29,6 +29,7 @@ from kubesched.api import (
     Volume,
 )
 from kubesched.framework import (
+    SKIP,
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
@@ -158,7 +159,7 @@ class VolumeRestrictions(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
             elif needs_restrictions_check(v):
                 needs_check = True
         if not needs_check and not has_claim:
-            return None, Status(Code.SKIP)
+            return None, SKIP
         store = self.handle.snapshot.objects
         ns = pod.metadata.namespace
         rwop: set[str] = set()
@@ -177,7 +178,7 @@ class VolumeRestrictions(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
         snapshot = self.handle.snapshot
         count = sum(1 for c in rwop if snapshot.is_pvc_used_by_pods(ns, c))
         if not needs_check and count == 0:
-            return None, Status(Code.SKIP)
+            return None, SKIP
         state.write(PRE_FILTER_STATE_KEY, _PreFilterState(frozenset(rwop), count))
         return None, None
 

@@ -29,6 +29,7 @@ from kubesched.api import (
     persistent_volume_claim_class,
 )
 from kubesched.framework import (
+    SKIP,
     ActionType,
     BoolArray,
     ClusterEvent,
@@ -194,12 +195,12 @@ class VolumeZone(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
         self, state: CycleState, pod: Pod, nodes: Nodes
     ) -> tuple[PreFilterResult | None, Status | None]:
         if not pod.spec.volumes:
-            return None, Status(Code.SKIP)
+            return None, SKIP
         topologies, status = self._topologies(pod)
         if status is not None:
             return None, status
         if not topologies:
-            return None, Status(Code.SKIP)
+            return None, SKIP
         state.write(PRE_FILTER_STATE_KEY, _PreFilterState(topologies))
         return None, None
 

@@ -1,9 +1,9 @@
 """The standalone scheduler: queue, cache, the scheduling and binding cycles, and ``run``."""
 
+from kubesched.scheduler._assembly import events_to_register, new_scheduler
 from kubesched.scheduler._cache import Cache, CacheError
 from kubesched.scheduler._health import HealthServer
 from kubesched.scheduler._metrics import SchedulerMetrics
-from kubesched.scheduler._queue import SchedulingQueue
 from kubesched.scheduler._scheduler import (
     REASON_SCHEDULER_ERROR,
     REASON_UNSCHEDULABLE,
@@ -11,6 +11,7 @@ from kubesched.scheduler._scheduler import (
     Outcome,
     Scheduler,
 )
+from kubesched.scheduler._scheduling_queue import SchedulingQueue
 from kubesched.scheduler._service import SchedulerService, serve
 
 __all__ = [
@@ -25,5 +26,7 @@ __all__ = [
     "SchedulerMetrics",
     "SchedulerService",
     "SchedulingQueue",
+    "events_to_register",
+    "new_scheduler",
     "serve",
 ]

@@ -1,22 +1,12 @@
 """The scheduler cache: kube-scheduler's ``cacheImpl`` over the live :class:`Snapshot`.
 
-kube-scheduler keeps a cache that informers update, and copies the changed NodeInfos into a
-snapshot at the start of every scheduling cycle. Here the scheduling cycle never yields the event
-loop, so no informer callback can run in the middle of one, and the cache writes straight into
-the snapshot the framework reads: no copy, and the NodeTable columns stay current incrementally.
-
-What the cache adds over the snapshot is the life cycle of a pod the scheduler placed itself:
-
-- :meth:`Cache.assume_pod` counts the pod on its node the moment the node is chosen, before the
-  binding cycle even starts, so the next scheduling cycle already sees the node's resources as
-  taken and can never over-commit it while binding is in flight;
-- :meth:`Cache.add_pod`, when the informer reports the pod bound, confirms it (on the node the
-  informer says, should that differ);
-- :meth:`Cache.forget_pod` undoes the assumption when binding fails;
-- with a TTL > 0, an assumed pod whose binding finished but which the informer never confirmed
-  expires. kube-scheduler v1.34 runs with a TTL of 0 (``durationToExpireAssumedPod``): assumed pods
-  never expire, because expiring one while its bind was merely slow double-counted it (#106361).
-
+The scheduling cycle never yields the event loop, so no informer callback runs in the middle of
+one: the cache writes straight into the snapshot the framework reads, where kube-scheduler copies
+the changed NodeInfos into a snapshot every cycle. What it adds is the life cycle of a pod the
+scheduler placed itself: assumed on its node the moment the node is chosen (so no node is
+over-committed while binding is in flight), confirmed when the informer reports it bound,
+forgotten when binding fails, and, with a TTL > 0, expired when never confirmed. kube-scheduler
+v1.34 runs with a TTL of 0: expiring a pod whose bind was merely slow double-counted it (#106361).
 Pods and assumed pods are keyed by UID.
 """
 

@@ -114,8 +114,9 @@ def pod_scheduling_properties_change(new: Pod, old: Pod) -> list[ClusterEvent]:
     """``PodSchedulingPropertiesChange``: the events an update of a pod amounts to.
 
     The resource is ``AssignedPod`` if ``new`` is bound, else ``UnschedulablePod``. An update that
-    changes none of labels, requests (downwards), scheduling gates (all removed) or tolerations is
-    ``UPDATE_OTHER``, which only plugins registering a general ``UPDATE`` hear.
+    changes none of labels, requests (downwards), scheduling gates (all removed), tolerations or
+    generated resource claims is ``UPDATE_OTHER``, which only plugins registering a general
+    ``UPDATE`` hear.
     """
     resource = ASSIGNED_POD if new.spec.node_name else UNSCHEDULABLE_POD
     actions: list[ActionType] = []
@@ -128,6 +129,9 @@ def pod_scheduling_properties_change(new: Pod, old: Pod) -> list[ClusterEvent]:
     # Tolerations can only be added, so a change of length is a change.
     if len(new.spec.tolerations) != len(old.spec.tolerations):
         actions.append(ActionType.UPDATE_POD_TOLERATIONS)
+    # The resourceclaim controller names the claims it made from the pod's templates.
+    if new.status.resource_claim_statuses != old.status.resource_claim_statuses:
+        actions.append(ActionType.UPDATE_POD_GENERATED_RESOURCE_CLAIM)
     if not actions:
         actions.append(ActionType.UPDATE_OTHER)
     return [ClusterEvent(resource, a) for a in actions]

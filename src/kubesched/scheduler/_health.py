@@ -1,4 +1,5 @@
-"""``/healthz``, ``/readyz`` and ``/metrics`` on one small HTTP listener.
+"""``/healthz``, ``/readyz`` and ``/metrics`` on one small HTTP listener, and debug endpoints
+(JSON, read-only) when asked for.
 
 Three GET endpoints do not justify a web framework: this speaks just enough HTTP/1.1 for kubelet
 probes and Prometheus scrapes.
@@ -17,6 +18,9 @@ log = logging.getLogger(__name__)
 Check = Callable[[], str | None]
 """A readiness check: ``None`` when fine, else why not."""
 
+Debug = Callable[[], bytes]
+"""A debug endpoint: its JSON body."""
+
 
 class HealthServer:
     def __init__(
@@ -27,12 +31,15 @@ class HealthServer:
         port: int = 10259,
         ready_checks: dict[str, Check] | None = None,
         live_checks: dict[str, Check] | None = None,
+        debug: dict[str, Debug] | None = None,
     ) -> None:
         self._registry = registry
         self._host = host
         self._port = port
         self.ready_checks = ready_checks or {}
         self.live_checks = live_checks or {}
+        #: Path -> endpoint; none unless the caller turned them on.
+        self.debug = debug or {}
         self._server: asyncio.Server | None = None
 
     @property
@@ -85,6 +92,8 @@ class HealthServer:
                 code, body = self._probe({**self.live_checks, **self.ready_checks})
             elif path == "/metrics":
                 code, body, ctype = 200, self._metrics(), CONTENT_TYPE_LATEST
+            elif path in self.debug:
+                code, body, ctype = 200, self.debug[path](), "application/json"
             else:
                 code, body = 404, b"not found"
             reason = {200: "OK", 404: "Not Found", 405: "Method Not Allowed"}.get(code, "Error")

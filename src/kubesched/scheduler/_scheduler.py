@@ -24,11 +24,11 @@ from kubesched.framework import (
     Code,
     CycleState,
     Diagnosis,
-    FilterError,
     FitError,
     Framework,
     NodeGroup,
     NoNodesAvailableError,
+    PluginError,
     PodInfo,
     QueuedPodInfo,
     ScheduleResult,
@@ -42,7 +42,7 @@ from kubesched.scheduler._events import (
     node_scheduling_properties_change,
 )
 from kubesched.scheduler._metrics import SchedulerMetrics
-from kubesched.scheduler._queue import SchedulingQueue
+from kubesched.scheduler._scheduling_queue import SchedulingQueue
 
 log = logging.getLogger(__name__)
 
@@ -272,7 +272,7 @@ class Scheduler:
             return self._fail(fwk, qpi, REASON_UNSCHEDULABLE, str(fit), start, nominated)
         except NoNodesAvailableError as e:
             return self._fail(fwk, qpi, REASON_UNSCHEDULABLE, str(e), start)
-        except FilterError as e:
+        except PluginError as e:
             return self._fail(fwk, qpi, REASON_SCHEDULER_ERROR, str(e), start)
         except Exception as e:  # a plugin bug must not stop the loop or lose the pod
             log.exception("scheduling %s failed", pod.key)

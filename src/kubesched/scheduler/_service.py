@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import time
 from collections.abc import Awaitable, Mapping
 from typing import Any, Generic, TypeVar
 
@@ -28,17 +29,16 @@ from kubesched.api import (
     Pod,
     PodCondition,
     PodDisruptionBudget,
+    ResourceClaim,
     StorageClass,
 )
 from kubesched.config import KubeSchedulerConfiguration
 from kubesched.framework import (
     ActionType,
     ClusterEvent,
-    ClusterEventWithHint,
     Framework,
     Registry,
     Snapshot,
-    Status,
     StoredObject,
     build_frameworks,
     watched_kinds,
@@ -52,16 +52,17 @@ from kubesched.kube import (
     Reflector,
     ResourceEventHandler,
     api_path,
+    patch_custom_object_status,
     update_pod_condition,
 )
-from kubesched.scheduler._cache import Cache
+from kubesched.scheduler._assembly import new_scheduler
+from kubesched.scheduler._debug import DEBUG_QUEUE_PATH, queue_json
 from kubesched.scheduler._health import HealthServer
 from kubesched.scheduler._metrics import SchedulerMetrics
-from kubesched.scheduler._queue import (
-    DEFAULT_POD_MAX_IN_UNSCHEDULABLE_PODS_DURATION,
-    SchedulingQueue,
-)
 from kubesched.scheduler._scheduler import Scheduler
+from kubesched.scheduler._scheduling_queue import (
+    DEFAULT_POD_MAX_IN_UNSCHEDULABLE_PODS_DURATION,
+)
 from kubesched.scheduler._workloads import context_reflectors
 
 log = logging.getLogger(__name__)
@@ -105,6 +106,33 @@ class _Binder(PluginAPIClient):
             path, patch, type=PersistentVolumeClaim
         )
         return pvc
+
+    # Coscheduling keeps PodGroup status where kubesched binds (not behind kube-scheduler as an
+    # extender, which has no Permit).
+
+    async def patch_custom_object_status(
+        self,
+        group_version: str,
+        plural: str,
+        name: str,
+        status: Mapping[str, Any],
+        *,
+        namespace: str,
+    ) -> bool:
+        return await patch_custom_object_status(
+            self._client, group_version, plural, name, status, namespace=namespace
+        )
+
+    # ResourceClaimAPIClient: DynamicResources' writes.
+
+    async def patch_resource_claim(
+        self, namespace: str, name: str, patch: Mapping[str, Any], *, status: bool = False
+    ) -> ResourceClaim:
+        path = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}"
+        if status:
+            path += "/status"
+        claim: ResourceClaim = await self._client.patch(path, patch, type=ResourceClaim)
+        return claim
 
 
 class _Writer:
@@ -292,14 +320,6 @@ class _StorageHandler(ResourceEventHandler[S], Generic[S]):
         self.scheduler.on_undecodable(self.resource, key)
 
 
-def _events(frameworks: Mapping[str, Framework]) -> dict[str, list[ClusterEventWithHint]]:
-    out: dict[str, list[ClusterEventWithHint]] = {}
-    for fwk in frameworks.values():
-        for plugin, events in fwk.events_to_register().items():
-            out.setdefault(plugin, []).extend(events)
-    return out
-
-
 class SchedulerService:
     """Everything ``kubesched run`` starts, in the order it starts and stops it."""
 
@@ -312,6 +332,7 @@ class SchedulerService:
         health_host: str = "127.0.0.1",
         health_port: int = 10259,
         identity: str | None = None,
+        debug_queue: bool = False,
         pod_max_in_unschedulable_pods_duration: float = (
             DEFAULT_POD_MAX_IN_UNSCHEDULABLE_PODS_DURATION
         ),
@@ -322,17 +343,6 @@ class SchedulerService:
         snapshot = Snapshot()
         self.frameworks = build_frameworks(
             config, registry, snapshot, client=_Binder(client), metrics=self.metrics
-        )
-        first = next(iter(self.frameworks.values()))
-        self.queue = SchedulingQueue(
-            less=first.less,
-            sort_key=first.sort_key,
-            pre_enqueue=self._pre_enqueue,
-            events_to_register=_events(self.frameworks),
-            pod_initial_backoff=float(config.pod_initial_backoff_seconds),
-            pod_max_backoff=float(config.pod_max_backoff_seconds),
-            pod_max_in_unschedulable_pods_duration=pod_max_in_unschedulable_pods_duration,
-            pending_pods_metric=self.metrics.set_pending,
         )
         self.writer = _Writer(client, self.frameworks)
         recorders = self.writer.recorders
@@ -348,14 +358,16 @@ class SchedulerService:
             fwk.set_evictor(self.writer)
             fwk.set_event_recorder(self.writer.recorders[name])
             fwk.register_lister(PodDisruptionBudget, self.pdbs.list)
-        self.scheduler = Scheduler(
-            profiles=self.frameworks,
-            cache=Cache(snapshot),
-            queue=self.queue,
-            writer=self.writer,
+        self.scheduler = new_scheduler(
+            config,
+            self.frameworks,
+            snapshot,
+            self.writer,
             metrics=self.metrics,
             pod_lookup=self._lookup,
+            pod_max_in_unschedulable_pods_duration=pod_max_in_unschedulable_pods_duration,
         )
+        self.queue = self.scheduler.queue
         self.nodes = Reflector(client, "/api/v1/nodes", Node, _NodeHandler(self.scheduler))
         self.pods = Reflector(
             client,
@@ -376,6 +388,7 @@ class SchedulerService:
                 k.path,
                 k.type,
                 _StorageHandler(snapshot, self.scheduler, k.resource),
+                label_selector=k.label_selector,
                 tolerate_missing=True,
             )
             for k in watched_kinds(p for f in self.frameworks.values() for p in f.plugins())
@@ -402,13 +415,13 @@ class SchedulerService:
             port=health_port,
             ready_checks={"sched-handler-sync": self._synced},
             live_checks={"leaderElection": self._leader_ok},
+            debug={DEBUG_QUEUE_PATH: self._queue_json} if debug_queue else None,
         )
         self._stop = asyncio.Event()
         self.lost_leadership = False
 
-    def _pre_enqueue(self, pod: Pod) -> Status | None:
-        fwk = self.frameworks.get(pod.spec.scheduler_name)
-        return None if fwk is None else fwk.run_pre_enqueue(pod)
+    def _queue_json(self) -> bytes:
+        return queue_json(self.queue, time.monotonic())  # the queue's own clock
 
     def _lookup(self, namespace: str, name: str) -> Pod | None:
         return self.pods.store.get_by_name(namespace, name)
@@ -497,6 +510,7 @@ async def serve(
     health_host: str = "127.0.0.1",
     health_port: int = 10259,
     identity: str | None = None,
+    debug_queue: bool = False,
     pod_max_in_unschedulable_pods_duration: float = DEFAULT_POD_MAX_IN_UNSCHEDULABLE_PODS_DURATION,
 ) -> int:
     """Run ``kubesched run`` until SIGINT/SIGTERM; the exit code."""
@@ -512,6 +526,7 @@ async def serve(
             health_host=health_host,
             health_port=health_port,
             identity=identity,
+            debug_queue=debug_queue,
             pod_max_in_unschedulable_pods_duration=pod_max_in_unschedulable_pods_duration,
         )
         loop = asyncio.get_running_loop()

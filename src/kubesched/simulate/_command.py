@@ -16,18 +16,15 @@ from pathlib import Path
 from typing import TextIO
 
 from kubesched.config import ConfigError, KubeSchedulerConfiguration
-from kubesched.framework import FrameworkError, Registry, watched_kinds
-from kubesched.simulate._input import InputBuilder, InputError, Inputs
+from kubesched.framework import ProfileError, Registry, watched_kinds
+from kubesched.simulate._errors import SimulateError
+from kubesched.simulate._input import InputBuilder, Inputs
 from kubesched.simulate._output import render_json, render_table
 from kubesched.simulate._run import Detail, SimulationResult, simulate
 
 #: Progress is shown once a run has taken this long, then at most every ``_PROGRESS_EVERY``.
 _PROGRESS_AFTER = 1.0
 _PROGRESS_EVERY = 0.5
-
-
-class SimulateError(Exception):
-    """Nothing could be simulated; the message says why."""
 
 
 def example_paths() -> list[Path]:
@@ -76,10 +73,7 @@ def load(
     if from_cluster:
         asyncio.run(_read_cluster(builder, kubeconfig, pending=not files))
     paths: Sequence[str | Path] = files if files or from_cluster else example_paths()
-    try:
-        builder.add_paths(paths)
-    except InputError as e:
-        raise SimulateError(str(e)) from e
+    builder.add_paths(paths)  # an unreadable path: InputError, a SimulateError
     return builder.finish()
 
 
@@ -131,7 +125,7 @@ def run(
         result: SimulationResult = asyncio.run(
             simulate(inputs, config, registry, seed=seed, detail=detail, progress=ProgressLine(err))
         )
-    except (ConfigError, FrameworkError) as e:
+    except (ConfigError, ProfileError) as e:
         raise SimulateError(f"invalid configuration: {e}") from e
     write(render_json(result) if output == "json" else render_table(result, explain=explain))
     errors = inputs.errors

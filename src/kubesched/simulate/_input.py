@@ -1,36 +1,18 @@
 """Reading what to simulate: manifests in files and directories, as the API server would admit them.
 
-Accepted input, in any mix:
-
-- multi-document YAML (``---``) of plain manifests, or one JSON document;
-- ``List`` kinds (``kind: List``, ``PodList``, ``NodeList`` ...): their ``items``, so the output of
-  ``kubectl get nodes,pods -A -o yaml`` (or ``-o json``) works as is;
-- directories: every ``*.yaml``, ``*.yml`` and ``*.json`` file directly inside, by name (not
-  recursive, as ``kubectl -f DIR``);
-- ``-`` for standard input.
-
-Nodes and Pods are simulated; Namespaces, PriorityClasses, PersistentVolumes,
-PersistentVolumeClaims, StorageClasses and PodDisruptionBudgets are kept in
-:class:`~kubesched.simulate.ClusterObjects`, and so are the kinds the registered plugins read
-(:attr:`~kubesched.framework.Plugin.watched_kinds`: NodeFeatures, ``apiVersion:
-nfd.k8s-sigs.io/v1alpha1``, for ImageCompatibility). Other kinds are skipped with a warning.
-An object that the API server would refuse (no name, a malformed quantity, a field of the wrong
-type, a pod naming a PriorityClass that does not exist) is skipped with an error naming the file
-and the document; loading goes on, and the caller decides what the errors mean for the exit code.
-
-What the API server and its admission plugins would add to a pending pod is added here too: the
-``default`` namespace, a UID (every object gets one), a name from ``generateName``, requests
-defaulted from limits, the ``matchLabelKeys`` and ``mismatchLabelKeys`` of pod (anti-)affinity
-terms merged into their labelSelector, and ``spec.priority`` from the pod's PriorityClass (or the
-``globalDefault`` one), refusing as the Priority admission plugin does a pod whose own
-``spec.priority`` disagrees with its class.
+Multi-document YAML or JSON, ``List`` kinds, directories (not recursive) and ``-``. Nodes and Pods
+are simulated and the kinds the scheduler and its plugins read are kept; other kinds are skipped
+with a warning, and an object the API server would refuse with an error naming the file and the
+document. Pending pods get what the API server and its admission plugins would add (and the
+ResourceClaims the resourceclaim controller would make from templates). The rules:
+docs/simulate.md.
 """
 
 from __future__ import annotations
 
 import sys
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,9 +25,23 @@ try:
 except ImportError:  # PyYAML built without libyaml: the same, slower
     from yaml import SafeLoader as _BaseLoader  # type: ignore[assignment]
 
-from kubesched.api import Node, Pod, QuantityError, node_allocatable, parse_quantity, pod_requests
+from kubesched.api import (
+    ANN_POD_CLAIM_NAME,
+    Node,
+    ObjectMeta,
+    OwnerReference,
+    Pod,
+    PodResourceClaimStatus,
+    QuantityError,
+    ResourceClaim,
+    ResourceClaimTemplate,
+    node_allocatable,
+    parse_quantity,
+    pod_requests,
+)
 from kubesched.framework import WatchedKind
 from kubesched.plugins.inter_pod_affinity import apply_match_label_keys
+from kubesched.simulate._errors import InputError
 from kubesched.simulate._objects import KINDS, ClusterObjects
 
 #: Directory entries read by ``-f DIR``.
@@ -55,6 +51,16 @@ _QUANTITY_MAPS = frozenset({"requests", "limits", "overhead", "capacity", "alloc
 #: Pods the scheduler ignores (kube-scheduler's informer filter).
 _TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 _UID_NAMESPACE = uuid.UUID("6f0c5a8e-3c2b-4d55-9d6e-2f1c0a7b9e41")
+
+
+def _selects(selector: str | None, labels: Mapping[str, str]) -> bool:
+    """Whether ``labels`` match a label selector of ``key`` and ``key=value`` terms."""
+    for term in (selector or "").split(","):
+        key, eq, value = term.partition("=")
+        key = key.strip()
+        if key and (key not in labels or (eq and labels[key] != value.strip())):
+            return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -108,10 +114,6 @@ class Inputs:
     @property
     def pending(self) -> list[Pod]:
         return [p for p in self.pods if not p.spec.node_name]
-
-
-class InputError(Exception):
-    """A path that cannot be read at all."""
 
 
 class _Loader(_BaseLoader):
@@ -219,6 +221,8 @@ class InputBuilder:
         if not self._finished:
             self._finished = True
             self.inputs.pods = [p for p in map(self._with_priority, self.inputs.pods) if p]
+            for pod in self.inputs.pending:
+                self._claims_from_templates(pod)
             for pod in self.inputs.pods:
                 node = pod.spec.node_name
                 if node and node not in self._nodes:
@@ -366,6 +370,55 @@ class InputBuilder:
         self._pods[pod.key] = where.location
         self._pod_where[meta.uid] = where
         self.inputs.pods.append(apply_match_label_keys(pod))
+        # A plugin watching pods of its own (Coscheduling's group members) sees them too.
+        watched = self.watched.get(("v1", "Pod"))
+        if watched is not None and _selects(watched.label_selector, meta.labels):
+            self.inputs.objects.add_watched(
+                "Pod", msgspec.convert(msgspec.to_builtins(pod), watched.type)
+            )
+
+    def _claims_from_templates(self, pod: Pod) -> None:
+        """What the resourceclaim controller does for a pending pod whose claim comes from a
+        ResourceClaimTemplate: a ResourceClaim of the template's spec, owned by the pod and
+        named in its ``status.resourceClaimStatuses``. Without the template the pod waits, as
+        it would in a cluster."""
+        meta = pod.metadata
+        made = {s.name for s in pod.status.resource_claim_statuses}
+        added = []
+        for pc in pod.spec.resource_claims:
+            if pc.resource_claim_template_name is None or pc.name in made:
+                continue
+            key = f"ResourceClaimTemplate/{meta.namespace}/{pc.resource_claim_template_name}"
+            template = self.inputs.objects.watched.get(key)
+            if not isinstance(template, ResourceClaimTemplate):
+                continue
+            # The controller's generateName: pod and claim name, cut to 57 characters.
+            base = f"{meta.name}-{pc.name}"[:57] + "-"
+            name = base + _suffix(_Where("resourceclaim", None), f"{meta.uid}/{pc.name}")
+            tm = template.spec.metadata
+            claim = ResourceClaim(
+                metadata=ObjectMeta(
+                    name=name,
+                    namespace=meta.namespace,
+                    uid=str(uuid.uuid5(_UID_NAMESPACE, f"ResourceClaim/{meta.namespace}/{name}")),
+                    labels=dict(tm.labels),
+                    annotations={**tm.annotations, ANN_POD_CLAIM_NAME: pc.name},
+                    owner_references=[
+                        OwnerReference(
+                            api_version="v1",
+                            kind="Pod",
+                            name=meta.name,
+                            uid=meta.uid,
+                            controller=True,
+                        )
+                    ],
+                ),
+                spec=template.spec.spec,
+            )
+            self.inputs.objects.add(claim)
+            added.append(PodResourceClaimStatus(name=pc.name, resource_claim_name=name))
+        if added:
+            pod.status.resource_claim_statuses = [*pod.status.resource_claim_statuses, *added]
 
     def _with_priority(self, pod: Pod) -> Pod | None:
         """``spec.priority`` and ``preemptionPolicy`` as the Priority admission plugin sets them

@@ -18,7 +18,12 @@ PAGE_SIZE = 500
 
 
 async def list_all(
-    client: APIClient, path: str, item: type[T], *, field_selector: str | None = None
+    client: APIClient,
+    path: str,
+    item: type[T],
+    *,
+    field_selector: str | None = None,
+    label_selector: str | None = None,
 ) -> list[T]:
     """Every object of a collection, page by page."""
     out: list[T] = []
@@ -28,6 +33,7 @@ async def list_all(
             path,
             type=ObjectList[item],  # type: ignore[valid-type]
             field_selector=field_selector,
+            label_selector=label_selector,
             limit=PAGE_SIZE,
             continue_=token,
         )
@@ -67,7 +73,9 @@ async def read_cluster(client: APIClient, builder: InputBuilder, *, pending: boo
             builder.inputs.objects.add(obj)
     for watched in builder.watched.values():
         try:
-            found = await list_all(client, watched.path, watched.type)
+            found = await list_all(
+                client, watched.path, watched.type, label_selector=watched.label_selector
+            )
         except (Forbidden, NotFound) as e:
             message = f"cannot list {watched.kind} ({type(e).__name__}: {e}); left out"
             builder.inputs.issues.append(Issue("warning", SOURCE, None, message))

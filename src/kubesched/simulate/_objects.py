@@ -1,8 +1,9 @@
 """The cluster objects besides Nodes and Pods that a simulation keeps, typed.
 
 Namespaces and PriorityClasses are used while loading (defaults, priority resolution).
-PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes and PodDisruptionBudgets
-(the structs of :mod:`kubesched.api`) go into the snapshot's object store, where the volume
+PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes, PodDisruptionBudgets and
+the dynamic resource allocation kinds (the structs of :mod:`kubesched.api`) go into the
+snapshot's object store, where the volume
 plugins and preemption read them. The pod selectors of Services, ReplicationControllers,
 ReplicaSets and StatefulSets go into the snapshot's workload selectors, where PodTopologySpread
 finds the selector of its default constraints. Only the fields those uses read are declared; the
@@ -18,12 +19,16 @@ import msgspec
 
 from kubesched.api import (
     CSINode,
+    DeviceClass,
     ObjectMeta,
     PersistentVolume,
     PersistentVolumeClaim,
     PodDisruptionBudget,
     ReplicaSet,
     ReplicationController,
+    ResourceClaim,
+    ResourceClaimTemplate,
+    ResourceSlice,
     Service,
     StatefulSet,
     StorageClass,
@@ -100,6 +105,8 @@ class ClusterObjects:
             self.csi_nodes[meta.name] = obj
         elif isinstance(obj, PodDisruptionBudget):
             self.pod_disruption_budgets[f"{meta.namespace}/{meta.name}"] = obj
+        elif isinstance(obj, _DRA_TYPES):
+            self.add_watched(obj.kind, obj)
         else:
             self.workloads[f"{type(obj).__name__}/{meta.namespace}/{meta.name}"] = obj
 
@@ -149,7 +156,16 @@ ClusterObject = (
     | CSINode
     | PodDisruptionBudget
     | Workload
+    | ResourceClaim
+    | ResourceClaimTemplate
+    | DeviceClass
+    | ResourceSlice
 )
+
+#: Dynamic resource allocation kinds: kept with the kinds plugins read (DynamicResources reads
+#: all but the templates, from which claims are made for the pods, as the resourceclaim
+#: controller would).
+_DRA_TYPES = (ResourceClaim, ResourceClaimTemplate, DeviceClass, ResourceSlice)
 
 #: kind -> (its API group, its type, whether it is namespaced, its list path).
 KINDS: dict[str, tuple[str, type[ClusterObject], bool, str]] = {
@@ -189,4 +205,28 @@ KINDS: dict[str, tuple[str, type[ClusterObject], bool, str]] = {
     ),
     "ReplicaSet": ("apps", ReplicaSet, True, "/apis/apps/v1/replicasets"),
     "StatefulSet": ("apps", StatefulSet, True, "/apis/apps/v1/statefulsets"),
+    "ResourceClaim": (
+        "resource.k8s.io",
+        ResourceClaim,
+        True,
+        "/apis/resource.k8s.io/v1/resourceclaims",
+    ),
+    "ResourceClaimTemplate": (
+        "resource.k8s.io",
+        ResourceClaimTemplate,
+        True,
+        "/apis/resource.k8s.io/v1/resourceclaimtemplates",
+    ),
+    "DeviceClass": (
+        "resource.k8s.io",
+        DeviceClass,
+        False,
+        "/apis/resource.k8s.io/v1/deviceclasses",
+    ),
+    "ResourceSlice": (
+        "resource.k8s.io",
+        ResourceSlice,
+        False,
+        "/apis/resource.k8s.io/v1/resourceslices",
+    ),
 }

@@ -1,27 +1,11 @@
 """The simulation: ``kubesched run``'s scheduler, fed from memory and binding into memory.
 
-Nothing here re-implements a scheduling cycle. A :class:`~kubesched.scheduler.Scheduler` runs
-with a :class:`~kubesched.scheduler.Cache` and a :class:`~kubesched.scheduler.SchedulingQueue`,
-exactly as ``kubesched run`` builds them; only the two ends differ:
-
-- the informers are replaced by calls to the scheduler's own event handlers (nodes, then the
-  pods already running, then the pending pods, in input order);
-- the frameworks get an in-memory API client whose ``bind`` records the placement and reports
-  the bound pod back to the scheduler, as the pod informer would, which confirms it in the cache;
-  its writes of PVs and PVCs (VolumeBinding's PreBind) go to the snapshot's object store, which
-  the input's storage objects fill (see :mod:`kubesched.simulate._storage`).
-  Events and conditions go to a recorder instead of the API server.
-
-Pods are popped from the queue in the profiles' QueueSort order (PrioritySort: higher priority
-first, then input order) and each gets one attempt; its binding cycle finishes before the next
-pod is popped, so each pod sees the ones placed before it. A pod that fails is taken out of the
-queue instead of waiting for a cluster event to retry it, with two exceptions. A pod for which
-PostFilter (DefaultPreemption) nominated a node: its victims are deleted at once (graceful
-deletion takes no time here) and the pod goes back to the active queue, as the victims' delete
-events would move it in ``run``; its second attempt is its result, with the nomination and the
-victims attached. A pod that waited for something a plugin fetches in the background
-(ImageCompatibility's artifacts): the simulation waits for the fetch, and if the plugin moved the
-pod back to the active queue, the pod's second attempt is its result.
+Nothing here re-implements a scheduling cycle: the scheduler ``kubesched run`` builds runs with
+the informers replaced by calls to its own event handlers and an in-memory API client whose
+``bind`` reports the bound pod back as the pod informer would (PV and PVC writes go to the
+snapshot's object store, :mod:`kubesched.simulate._storage`). Pods are tried one at a time, once
+each, except after a preemption or a background fetch. The model: docs/simulate.md, "How pods
+are scheduled".
 """
 
 from __future__ import annotations
@@ -35,10 +19,15 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import msgspec
 
-from kubesched.api import NAMESPACE_NAME_LABEL, PersistentVolume, PersistentVolumeClaim, Pod
+from kubesched.api import (
+    NAMESPACE_NAME_LABEL,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    Pod,
+    ResourceClaim,
+)
 from kubesched.config import KubeSchedulerConfiguration
 from kubesched.framework import (
-    ClusterEventWithHint,
     CycleState,
     FitError,
     Framework,
@@ -48,7 +37,7 @@ from kubesched.framework import (
     Status,
     build_frameworks,
 )
-from kubesched.scheduler import Cache, Scheduler, SchedulingQueue
+from kubesched.scheduler import Scheduler, new_scheduler
 from kubesched.simulate._input import Inputs, Issue
 from kubesched.simulate._storage import MemoryStorage, feed
 
@@ -130,6 +119,8 @@ class SimulationResult:
     num_running: int
     seconds: float
     issues: list[Issue] = field(default_factory=list)
+    #: The ResourceClaims as the simulation left them (DynamicResources' allocations).
+    resource_claims: list[ResourceClaim] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
         """Pods per reason."""
@@ -172,6 +163,11 @@ class _MemoryClient:
         return await self.storage.patch_persistent_volume_claim(
             namespace, name, patch, status=status
         )
+
+    async def patch_resource_claim(
+        self, namespace: str, name: str, patch: Mapping[str, Any], *, status: bool = False
+    ) -> ResourceClaim:
+        return await self.storage.patch_resource_claim(namespace, name, patch, status=status)
 
 
 @dataclass
@@ -274,11 +270,11 @@ class _Observer:
         else:
             ev.feasible = []
         if self.detail == "explain":
-            ev.nodes = _explain(fwk, state, outcome)
+            ev.nodes = explain_nodes(fwk, state, outcome)
         self.evidence[pod.metadata.uid] = ev
 
 
-def _explain(
+def explain_nodes(
     fwk: Framework, state: CycleState, outcome: ScheduleResult | FitError
 ) -> dict[str, NodeExplanation]:
     names = fwk.snapshot.table.names
@@ -311,12 +307,167 @@ def _rejected(status: Status, filters: list[str], *, before_filter: bool) -> Nod
     return NodeExplanation(filter={**dict.fromkeys(run, FILTER_OK), status.plugin: status.message})
 
 
-def _events(frameworks: Mapping[str, Framework]) -> dict[str, list[ClusterEventWithHint]]:
-    out: dict[str, list[ClusterEventWithHint]] = {}
-    for fwk in frameworks.values():
-        for plugin, events in fwk.events_to_register().items():
-            out.setdefault(plugin, []).extend(events)
-    return out
+class Simulation:
+    """``kubesched run``'s scheduler over ``inputs``: nodes and running pods added, pending pods
+    queued. :meth:`run` gives each pending pod its attempt; before that, :attr:`frameworks` can be
+    asked about a pod (``kubesched why`` does) on the cluster as it is, changing nothing."""
+
+    def __init__(
+        self,
+        inputs: Inputs,
+        config: KubeSchedulerConfiguration,
+        registry: Registry,
+        *,
+        seed: int | None = None,
+        detail: Detail = "outcome",
+    ) -> None:
+        self.start = time.perf_counter()
+        self.inputs = inputs
+        self.snapshot = snapshot = Snapshot()
+        self.client = client = _MemoryClient(MemoryStorage(snapshot))
+        self.frameworks = frameworks = build_frameworks(
+            config, registry, snapshot, client=client, rng=random.Random(seed)
+        )
+        self.recorder = recorder = _Recorder()
+        for fwk in frameworks.values():
+            fwk.set_evictor(recorder)
+        # A clock that ticks once per reading: pods queued in input order get increasing
+        # timestamps, so PrioritySort's tiebreak is the input order, whatever the real clock does.
+        ticks = itertools.count()
+        self.observer = observer = _Observer(detail)
+        self.scheduler = scheduler = new_scheduler(
+            config,
+            frameworks,
+            snapshot,
+            recorder,
+            observer=observer,
+            clock=lambda: float(next(ticks)),
+        )
+        self.queue = scheduler.queue
+        client.scheduler = recorder.scheduler = scheduler
+
+        # Namespace labels for namespaceSelector; a namespace the input only implies still
+        # carries the name label the API server puts on every Namespace.
+        for pod in inputs.pods:
+            ns = pod.metadata.namespace
+            snapshot.set_namespace(ns, {NAMESPACE_NAME_LABEL: ns})
+        for name, namespace in inputs.objects.namespaces.items():
+            snapshot.set_namespace(name, {NAMESPACE_NAME_LABEL: name, **namespace.metadata.labels})
+        feed(snapshot, inputs.objects)
+        for node in inputs.nodes:
+            scheduler.on_node_add(node)
+        self.running = inputs.running
+        for pod in self.running:
+            scheduler.on_pod_add(pod)
+        self.pending = inputs.pending
+        for pod in self.pending:
+            client.pods[pod.metadata.uid] = pod
+            scheduler.on_pod_add(pod)
+
+    def pre_enqueue(self, pod: Pod) -> Status | None:
+        fwk = self.frameworks.get(pod.spec.scheduler_name)
+        return None if fwk is None else fwk.run_pre_enqueue(pod)
+
+    async def run(self, progress: Progress | None = None) -> SimulationResult:
+        """One attempt per pending pod; see the module doc."""
+        frameworks, queue, scheduler = self.frameworks, self.queue, self.scheduler
+        client, recorder, observer = self.client, self.recorder, self.observer
+        start, pending = self.start, self.pending
+        to_attempt = sum(1 for p in pending if p.spec.scheduler_name in frameworks)
+        # Pod UID -> its position among first attempts (dicts keep insertion order).
+        attempts: dict[str, int] = {}
+        nominated: dict[str, str] = {}
+        skipped: dict[str, str] = {}
+        fetched: set[str] = set()
+        while (qpi := queue.try_pop()) is not None:
+            uid = qpi.pod.metadata.uid
+            outcome = scheduler.schedule_one(qpi)
+            await scheduler.drain()
+            attempts.setdefault(uid, len(attempts) + 1)
+            record = recorder.records.get(uid)
+            if uid in client.bound:
+                pass
+            elif record is not None and record.nominated_node and uid not in nominated:
+                nominated[uid] = record.nominated_node
+                await _evictions_done(frameworks)
+                queue.activate([qpi.pod])
+            elif (
+                uid not in fetched
+                and await _fetches_done(frameworks)
+                and queue.where(uid) == "active"
+            ):
+                fetched.add(uid)  # what a plugin fetched for the pod is there now: once more
+            else:
+                queue.delete(qpi.pod)  # one attempt: no retry on later events
+                if record is None:
+                    skipped[uid] = outcome.message
+            if progress is not None:
+                progress(len(attempts), to_attempt, time.perf_counter() - start)
+        for fwk in frameworks.values():
+            await fwk.aclose()
+
+        by_uid = {p.metadata.uid: p for p in pending}
+        results: list[PodResult] = []
+        for uid, n in attempts.items():
+            pod = by_uid[uid]
+            record = recorder.records.get(uid)
+            if record is None:
+                record = _Record("Skipped", None, skipped.get(uid, ""))
+            ev = observer.evidence.get(uid, _Evidence())
+            results.append(
+                PodResult(
+                    namespace=pod.metadata.namespace,
+                    name=pod.metadata.name,
+                    uid=uid,
+                    node=record.node,
+                    reason=record.reason,
+                    message=record.message,
+                    scheduler_name=pod.spec.scheduler_name,
+                    attempt=n,
+                    feasible_nodes=ev.feasible,
+                    scored=ev.scored,
+                    nodes=ev.nodes,
+                    nominated_node=nominated.get(uid),
+                    victims=recorder.victims.get(uid, []),
+                )
+            )
+        attempted = set(attempts)
+        for pod in pending:
+            uid = pod.metadata.uid
+            if uid in attempted:
+                continue
+            if pod.spec.scheduler_name not in frameworks:
+                reason = REASON_NOT_HANDLED
+                message = (
+                    f"no profile has schedulerName {pod.spec.scheduler_name!r}: "
+                    "the pod is left to another scheduler"
+                )
+            else:
+                reason = REASON_GATED
+                qpi = queue.get(uid)
+                gate = self.pre_enqueue(pod)
+                message = gate.message if gate is not None else "not attempted"
+                if qpi is None or not qpi.gated_by:
+                    reason = "Skipped"
+            results.append(
+                PodResult(
+                    namespace=pod.metadata.namespace,
+                    name=pod.metadata.name,
+                    uid=uid,
+                    node=None,
+                    reason=reason,
+                    message=message,
+                    scheduler_name=pod.spec.scheduler_name,
+                )
+            )
+        return SimulationResult(
+            pods=results,
+            num_nodes=len(self.inputs.nodes),
+            num_running=len(self.running),
+            seconds=time.perf_counter() - start,
+            issues=list(self.inputs.issues),
+            resource_claims=list(self.snapshot.objects.list(ResourceClaim)),
+        )
 
 
 async def simulate(
@@ -329,148 +480,4 @@ async def simulate(
     progress: Progress | None = None,
 ) -> SimulationResult:
     """Schedule ``inputs``' pending pods on its nodes, one attempt each; see the module doc."""
-    start = time.perf_counter()
-    snapshot = Snapshot()
-    client = _MemoryClient(MemoryStorage(snapshot))
-    frameworks = build_frameworks(
-        config, registry, snapshot, client=client, rng=random.Random(seed)
-    )
-    first = next(iter(frameworks.values()))
-
-    def pre_enqueue(pod: Pod) -> Status | None:
-        fwk = frameworks.get(pod.spec.scheduler_name)
-        return None if fwk is None else fwk.run_pre_enqueue(pod)
-
-    # A clock that ticks once per reading: pods queued in input order get increasing
-    # timestamps, so PrioritySort's tiebreak is the input order, whatever the real clock does.
-    ticks = itertools.count()
-    queue = SchedulingQueue(
-        less=first.less,
-        sort_key=first.sort_key,
-        pre_enqueue=pre_enqueue,
-        events_to_register=_events(frameworks),
-        clock=lambda: float(next(ticks)),
-    )
-    recorder = _Recorder()
-    for fwk in frameworks.values():
-        fwk.set_evictor(recorder)
-    observer = _Observer(detail)
-    scheduler = Scheduler(
-        profiles=frameworks,
-        cache=Cache(snapshot),
-        queue=queue,
-        writer=recorder,
-        observer=observer,
-    )
-    client.scheduler = recorder.scheduler = scheduler
-
-    # Namespace labels for namespaceSelector; a namespace the input only implies still carries
-    # the name label the API server puts on every Namespace.
-    for pod in inputs.pods:
-        ns = pod.metadata.namespace
-        snapshot.set_namespace(ns, {NAMESPACE_NAME_LABEL: ns})
-    for name, namespace in inputs.objects.namespaces.items():
-        snapshot.set_namespace(name, {NAMESPACE_NAME_LABEL: name, **namespace.metadata.labels})
-    feed(snapshot, inputs.objects)
-    for node in inputs.nodes:
-        scheduler.on_node_add(node)
-    running = inputs.running
-    for pod in running:
-        scheduler.on_pod_add(pod)
-    pending = inputs.pending
-    for pod in pending:
-        client.pods[pod.metadata.uid] = pod
-        scheduler.on_pod_add(pod)
-
-    to_attempt = sum(1 for p in pending if p.spec.scheduler_name in frameworks)
-    # Pod UID -> its position among first attempts (dicts keep insertion order).
-    attempts: dict[str, int] = {}
-    nominated: dict[str, str] = {}
-    skipped: dict[str, str] = {}
-    fetched: set[str] = set()
-    while (qpi := queue.try_pop()) is not None:
-        uid = qpi.pod.metadata.uid
-        outcome = scheduler.schedule_one(qpi)
-        await scheduler.drain()
-        attempts.setdefault(uid, len(attempts) + 1)
-        record = recorder.records.get(uid)
-        if uid in client.bound:
-            pass
-        elif record is not None and record.nominated_node and uid not in nominated:
-            nominated[uid] = record.nominated_node
-            await _evictions_done(frameworks)
-            queue.activate([qpi.pod])
-        elif (
-            uid not in fetched and await _fetches_done(frameworks) and queue.where(uid) == "active"
-        ):
-            fetched.add(uid)  # what a plugin fetched for the pod is there now: once more
-        else:
-            queue.delete(qpi.pod)  # one attempt: no retry on later events
-            if record is None:
-                skipped[uid] = outcome.message
-        if progress is not None:
-            progress(len(attempts), to_attempt, time.perf_counter() - start)
-    for fwk in frameworks.values():
-        await fwk.aclose()
-
-    by_uid = {p.metadata.uid: p for p in pending}
-    results: list[PodResult] = []
-    for uid, n in attempts.items():
-        pod = by_uid[uid]
-        record = recorder.records.get(uid)
-        if record is None:
-            record = _Record("Skipped", None, skipped.get(uid, ""))
-        ev = observer.evidence.get(uid, _Evidence())
-        results.append(
-            PodResult(
-                namespace=pod.metadata.namespace,
-                name=pod.metadata.name,
-                uid=uid,
-                node=record.node,
-                reason=record.reason,
-                message=record.message,
-                scheduler_name=pod.spec.scheduler_name,
-                attempt=n,
-                feasible_nodes=ev.feasible,
-                scored=ev.scored,
-                nodes=ev.nodes,
-                nominated_node=nominated.get(uid),
-                victims=recorder.victims.get(uid, []),
-            )
-        )
-    attempted = set(attempts)
-    for pod in pending:
-        uid = pod.metadata.uid
-        if uid in attempted:
-            continue
-        if pod.spec.scheduler_name not in frameworks:
-            reason = REASON_NOT_HANDLED
-            message = (
-                f"no profile has schedulerName {pod.spec.scheduler_name!r}: "
-                "the pod is left to another scheduler"
-            )
-        else:
-            reason = REASON_GATED
-            qpi = queue.get(uid)
-            gate = pre_enqueue(pod)
-            message = gate.message if gate is not None else "not attempted"
-            if qpi is None or not qpi.gated_by:
-                reason = "Skipped"
-        results.append(
-            PodResult(
-                namespace=pod.metadata.namespace,
-                name=pod.metadata.name,
-                uid=uid,
-                node=None,
-                reason=reason,
-                message=message,
-                scheduler_name=pod.spec.scheduler_name,
-            )
-        )
-    return SimulationResult(
-        pods=results,
-        num_nodes=len(inputs.nodes),
-        num_running=len(running),
-        seconds=time.perf_counter() - start,
-        issues=list(inputs.issues),
-    )
+    return await Simulation(inputs, config, registry, seed=seed, detail=detail).run(progress)

@@ -1,5 +1,6 @@
 """Storage in a simulation: the manifests' PVs, PVCs, StorageClasses and CSINodes in the
-snapshot's object store, and the writes VolumeBinding makes to them.
+snapshot's object store, and the writes VolumeBinding makes to them (and DynamicResources to
+ResourceClaims).
 
 A write is applied to the stored object at once, as the API server would and as the informer
 would then report it. A claim VolumeBinding chose to provision on a node is provisioned right
@@ -24,24 +25,18 @@ from kubesched.api import (
     VOLUME_BOUND,
     PersistentVolume,
     PersistentVolumeClaim,
+    ResourceClaim,
     claim_reference,
     persistent_volume_claim_class,
     workload_selector,
 )
 from kubesched.framework import Snapshot
+from kubesched.kube import Conflict, NotFound
 from kubesched.simulate._objects import ClusterObjects
 
-T = TypeVar("T", PersistentVolume, PersistentVolumeClaim)
+T = TypeVar("T", PersistentVolume, PersistentVolumeClaim, ResourceClaim)
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
-
-
-class ConflictError(Exception):
-    """A patch's resourceVersion precondition does not hold."""
-
-
-class NotFoundError(LookupError):
-    """The object to patch does not exist."""
 
 
 def merge_patch(target: dict[str, Any], patch: Mapping[str, Any]) -> None:
@@ -89,10 +84,12 @@ class MemoryStorage:
     def _apply(self, current: T, patch: Mapping[str, Any]) -> T:
         wanted = patch.get("metadata", {}).get("resourceVersion")
         if wanted is not None and wanted != current.metadata.resource_version:
-            raise ConflictError(
+            raise Conflict(
+                409,
+                "Conflict",
                 f'Operation cannot be fulfilled on {current.kind} "{current.metadata.name}": '
                 "the object has been modified; please apply your changes to the latest version "
-                "and try again"
+                "and try again",
             )
         raw = msgspec.to_builtins(current)
         merge_patch(raw, patch)
@@ -107,7 +104,7 @@ class MemoryStorage:
     ) -> PersistentVolume:
         current = self.snapshot.objects.get(PersistentVolume, name)
         if current is None:
-            raise NotFoundError(f'persistentvolumes "{name}" not found')
+            raise NotFound(404, "NotFound", f'persistentvolumes "{name}" not found')
         return self._apply(current, patch)
 
     async def patch_persistent_volume_claim(
@@ -115,12 +112,20 @@ class MemoryStorage:
     ) -> PersistentVolumeClaim:
         current = self.snapshot.objects.get(PersistentVolumeClaim, name, namespace)
         if current is None:
-            raise NotFoundError(f'persistentvolumeclaims "{name}" not found')
+            raise NotFound(404, "NotFound", f'persistentvolumeclaims "{name}" not found')
         updated = self._apply(current, patch)
         node = updated.metadata.annotations.get(ANN_SELECTED_NODE)
         if node and not updated.spec.volume_name and not status:
             updated = self._provision(updated, node)
         return updated
+
+    async def patch_resource_claim(
+        self, namespace: str, name: str, patch: Mapping[str, Any], *, status: bool = False
+    ) -> ResourceClaim:
+        current = self.snapshot.objects.get(ResourceClaim, name, namespace)
+        if current is None:
+            raise NotFound(404, "NotFound", f'resourceclaims.resource.k8s.io "{name}" not found')
+        return self._apply(current, patch)
 
     def _provision(self, pvc: PersistentVolumeClaim, node: str) -> PersistentVolumeClaim:
         """What a provisioner and the PV controller would do for a claim selected for ``node``."""

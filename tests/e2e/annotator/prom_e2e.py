@@ -160,9 +160,15 @@ class Exporter:
 
 
 class PrometheusServer:
-    """``prometheus`` scraping ``targets`` every second."""
+    """``prometheus`` scraping ``targets`` every second; with ``rules`` (groups of recording
+    rules, as a rule file holds them) evaluated every second too."""
 
-    def __init__(self, targets: list[str], directory: Path) -> None:
+    def __init__(
+        self,
+        targets: list[str],
+        directory: Path,
+        rules: list[dict[str, Any]] | None = None,
+    ) -> None:
         binary = shutil.which("prometheus")
         if binary is None:
             pytest.fail(
@@ -172,20 +178,25 @@ class PrometheusServer:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         config = directory / "prometheus.yml"
-        config.write_text(
-            json.dumps(
+        settings: dict[str, Any] = {
+            "global": {
+                "scrape_interval": "1s",
+                "scrape_timeout": "1s",
+                "evaluation_interval": "1s",
+            },
+            "scrape_configs": [
                 {
-                    "global": {"scrape_interval": "1s", "scrape_timeout": "1s"},
-                    "scrape_configs": [
-                        {
-                            "job_name": "test-exporter",
-                            "honor_labels": True,
-                            "static_configs": [{"targets": targets}],
-                        }
-                    ],
+                    "job_name": "test-exporter",
+                    "honor_labels": True,
+                    "static_configs": [{"targets": targets}],
                 }
-            )
-        )
+            ],
+        }
+        if rules:
+            rule_file = directory / "rules.yml"
+            rule_file.write_text(json.dumps({"groups": rules}))
+            settings["rule_files"] = [str(rule_file)]
+        config.write_text(json.dumps(settings))
         self.log_path = directory / "prometheus.log"
         with open(self.log_path, "wb") as log:
             self.popen = subprocess.Popen(

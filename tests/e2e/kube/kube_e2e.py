@@ -44,3 +44,42 @@ def node_manifest(name: str) -> dict[str, Any]:
             "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
         },
     }
+
+
+class ConnectProxy:
+    """An HTTP proxy on loopback that only tunnels (CONNECT), as corporate proxies do for
+    HTTPS; ``requests`` holds each request line and its header fields (lower-case names)."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, dict[str, str]]] = []
+        self.port = 0
+        self._server: asyncio.Server | None = None
+
+    async def __aenter__(self) -> ConnectProxy:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        assert self._server is not None
+        self._server.close()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
+        fields = (line.partition(":") for line in head[1:] if line)
+        self.requests.append((head[0], {k.lower(): v.strip() for k, _, v in fields}))
+        host, _, port = head[0].split(" ")[1].rpartition(":")
+        upstream_reader, upstream_writer = await asyncio.open_connection(host, int(port))
+        writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        await asyncio.gather(_pipe(reader, upstream_writer), _pipe(upstream_reader, writer))
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+    except ConnectionError:
+        pass
+    finally:
+        writer.close()

@@ -1,14 +1,17 @@
-"""APIClient against the real kube-apiserver: auth from the kubeconfig, HTTP/2, error classes."""
+"""APIClient against the real kube-apiserver: auth from the kubeconfig, connections, errors."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
+import sys
 import time
 from pathlib import Path
 
 import pytest
 import yaml
-from kube_e2e import pod_manifest
+from kube_e2e import ConnectProxy, pod_manifest
 
 from kubesched.api import ObjectList, Pod
 from kubesched.cluster import ClusterInfo
@@ -29,10 +32,8 @@ from kubesched.kube import (
 pytestmark = pytest.mark.e2e
 
 
-async def test_typed_crud_over_http2(kubeconfig: Path, namespace: str) -> None:
+async def test_typed_crud(kubeconfig: Path, namespace: str) -> None:
     async with APIClient.from_kubeconfig(kubeconfig) as client:
-        response = await client.http.get("/version")
-        assert response.http_version == "HTTP/2"
         created = await client.post(
             api_path("pods", namespace=namespace), pod_manifest("a", namespace), type=Pod
         )
@@ -55,10 +56,9 @@ async def test_typed_crud_over_http2(kubeconfig: Path, namespace: str) -> None:
         )
 
 
-async def test_requests_and_watches_use_the_lean_pool(kubeconfig: Path, namespace: str) -> None:
+async def test_requests_and_watches_share_one_transport(kubeconfig: Path, namespace: str) -> None:
     async with APIClient.from_kubeconfig(kubeconfig) as client:
-        pool = client.pool
-        assert pool is not None
+        pool = client.transport
         await client.get("/version")
         await client.get("/version")
         assert pool.connections_opened == 1  # kept alive
@@ -72,9 +72,6 @@ async def test_requests_and_watches_use_the_lean_pool(kubeconfig: Path, namespac
         assert b'"ADDED"' in first
         assert created.metadata.uid.encode() in first
         assert pool.connections_opened == 2  # the watch had its own
-    async with APIClient.from_kubeconfig(kubeconfig, lean=False) as client:
-        assert client.pool is None
-        await client.get("/version")
 
 
 async def test_error_classes(kubeconfig: Path, namespace: str) -> None:
@@ -181,3 +178,103 @@ async def test_qps_and_burst(kubeconfig: Path) -> None:
         elapsed = time.monotonic() - start
     # Two at once, then ten at 20 per second.
     assert elapsed >= 0.45
+
+
+async def test_every_warning_is_kept_and_logged(
+    kubeconfig: Path, namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Each deprecated node selector label earns a Warning header field of its own.
+    selector = {"beta.kubernetes.io/arch": "amd64", "beta.kubernetes.io/os": "linux"}
+    pods = api_path("pods", namespace=namespace)
+    async with APIClient.from_kubeconfig(kubeconfig) as client:
+        response = await client.transport.request(
+            "POST",
+            pods,
+            body=json.dumps(pod_manifest("a", namespace, nodeSelector=selector)).encode(),
+        )
+        with caplog.at_level(logging.INFO, logger="kubesched.kube"):
+            await client.post(pods, pod_manifest("b", namespace, nodeSelector=selector))
+    assert response.status == 201
+    warnings = response.headers.get_all("warning")
+    assert len(warnings) == 2, warnings
+    assert all("deprecated" in w for w in warnings)
+    logged = [r.getMessage() for r in caplog.records if r.name == "kubesched.kube._warnings"]
+    assert len(logged) == 2, logged
+    assert all(m.startswith("Warning: spec.nodeSelector[beta.kubernetes.io/") for m in logged)
+
+
+EXEC_PLUGIN = """
+import json, pathlib, sys
+runs = pathlib.Path(sys.argv[1])
+first = not runs.exists()
+runs.write_text("ran")
+token = "not-a-token" if first else pathlib.Path(sys.argv[2]).read_text()
+print(json.dumps({
+    "apiVersion": "client.authentication.k8s.io/v1beta1",
+    "kind": "ExecCredential",
+    "status": {"token": token},
+}))
+"""
+
+
+async def test_exec_plugin_token_is_used_and_renewed_on_401(
+    kubeconfig: Path, namespace: str, tmp_path: Path
+) -> None:
+    sa = "exec-user"
+    async with APIClient.from_kubeconfig(kubeconfig) as admin:
+        await admin.post(
+            api_path("serviceaccounts", namespace=namespace), {"metadata": {"name": sa}}
+        )
+        issued = await admin.post(
+            api_path("serviceaccounts", namespace=namespace, name=sa, subresource="token"),
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
+        )
+    exec_config = _exec_kubeconfig(kubeconfig, tmp_path, json.loads(issued)["status"]["token"])
+    async with APIClient.from_kubeconfig(exec_config) as client:
+        # The first token is refused; the plugin runs again and its token is used.
+        review = json.loads(
+            await client.post(
+                "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
+            )
+        )
+    assert review["status"]["userInfo"]["username"] == f"system:serviceaccount:{namespace}:{sa}"
+
+
+def _exec_kubeconfig(kubeconfig: Path, tmp_path: Path, token: str) -> Path:
+    """``kubeconfig`` with its user's credentials from an exec plugin that prints a bad token
+    the first time and ``token`` after."""
+    (tmp_path / "token").write_text(token)
+    (tmp_path / "plugin.py").write_text(EXEC_PLUGIN)
+    config = yaml.safe_load(kubeconfig.read_text())
+    plugin = {
+        "apiVersion": "client.authentication.k8s.io/v1beta1",
+        "command": sys.executable,
+        "args": [str(tmp_path / "plugin.py"), str(tmp_path / "runs"), str(tmp_path / "token")],
+    }
+    user = config["contexts"][0]["context"]["user"]
+    config["users"] = [{"name": user, "user": {"exec": plugin}}]
+    path = tmp_path / "config"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+async def test_requests_and_watches_through_a_proxy(
+    kubeconfig: Path, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("NO_PROXY", "no_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    async with ConnectProxy() as proxy:
+        monkeypatch.setenv("HTTPS_PROXY", f"http://user:p%40ss@127.0.0.1:{proxy.port}")
+        async with APIClient.from_kubeconfig(kubeconfig) as client:
+            await client.get("/version")
+            async with client.stream(
+                api_path("pods", namespace=namespace), params={"watch": True}
+            ) as lines:
+                await client.post(
+                    api_path("pods", namespace=namespace), pod_manifest("p", namespace)
+                )
+                assert b'"ADDED"' in await anext(aiter(lines))
+    port = client.base_url.rsplit(":", 1)[1]
+    assert [line for line, _ in proxy.requests] == [f"CONNECT 127.0.0.1:{port} HTTP/1.1"] * 2
+    assert all(f["proxy-authorization"] == "Basic dXNlcjpwQHNz" for _, f in proxy.requests)

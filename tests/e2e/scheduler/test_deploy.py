@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from sched_e2e import Client, MakeNodes, StartScheduler
 
 BASE = REPO / "deploy" / "base"
+CRDS = REPO / "deploy" / "crds"
 NAMESPACE = "kubesched-system"
 SERVICE_ACCOUNT = f"system:serviceaccount:{NAMESPACE}:kubesched"
 SA_GROUPS = (
@@ -94,9 +95,11 @@ def _one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def rbac_applied(kubectl: Kubectl, rendered: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """deploy/base's namespace, service account, roles and bindings, applied for real."""
+    """deploy/base's namespace, service account, roles and bindings, applied for real, and the
+    CRDs of deploy/crds (kubectl resolves a custom resource's group through them)."""
     objects = [d for d in rendered if d["kind"] in RBAC_KINDS]
     kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(objects))
+    kubectl("apply", "-f", str(CRDS))
     return objects
 
 
@@ -183,10 +186,17 @@ def sa_kubeconfig(control_plane: ClusterInfo, rbac_applied: list[dict[str, Any]]
         ("watch", "services", None, True),
         ("watch", "replicasets.apps", None, True),
         ("watch", "statefulsets.apps", None, True),
+        ("watch", "resourceclaims.resource.k8s.io", None, True),
+        ("watch", "deviceclasses.resource.k8s.io", None, True),
+        ("watch", "resourceslices.resource.k8s.io", None, True),
+        ("patch", "resourceclaims.resource.k8s.io", "default", True),
+        ("patch", "resourceclaims.resource.k8s.io --subresource=status", "default", True),
         ("create", "pods --subresource=binding", "default", True),
         ("patch", "pods --subresource=status", "default", True),
         ("create", "events.events.k8s.io", "default", True),
         ("patch", "events.events.k8s.io", "default", True),
+        ("watch", "podgroups.scheduling.x-k8s.io", None, True),
+        ("patch", "podgroups.scheduling.x-k8s.io --subresource=status", "default", True),
         ("create", "leases.coordination.k8s.io", NAMESPACE, True),
         ("get", "leases.coordination.k8s.io/kubesched", NAMESPACE, True),
         ("update", "leases.coordination.k8s.io/kubesched", NAMESPACE, True),
@@ -197,10 +207,13 @@ def sa_kubeconfig(control_plane: ClusterInfo, rbac_applied: list[dict[str, Any]]
         ("update", "pods", "default", False),
         ("update", "pods --subresource=status", "default", False),
         ("patch", "nodes", None, False),
+        ("update", "podgroups.scheduling.x-k8s.io", "default", False),
         ("get", "secrets", NAMESPACE, False),
         ("list", "configmaps", NAMESPACE, False),
         ("watch", "deployments.apps", None, False),
         ("create", "events", "default", False),
+        ("delete", "resourceclaims.resource.k8s.io", "default", False),
+        ("patch", "resourceslices.resource.k8s.io", None, False),
     ],
 )
 def test_service_account_may_do_what_kubesched_does_and_no_more(

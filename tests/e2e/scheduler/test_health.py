@@ -22,6 +22,7 @@ def test_probes_and_metrics_over_plain_http(kubesched: StartScheduler, profile: 
     assert sched.get("/livez") == (200, "ok")
     assert sched.get("/readyz") == (200, "ok")
     assert sched.get("/nothing-here")[0] == 404
+    assert sched.get("/debug/queue")[0] == 404  # only with --debug-queue
     code, body = sched.get("/metrics")
     assert code == 200
     # kube-scheduler's metric names, and the profile label.

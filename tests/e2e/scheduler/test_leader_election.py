@@ -68,8 +68,10 @@ def test_only_the_leader_binds_and_the_standby_takes_over(
         lease_duration="6s",
         renew_deadline="4s",
         retry_period="1s",
-        qps=50,
-        burst=50,
+        # Slow enough that the leader is still binding the second batch when it is killed
+        # (bindings and events have a limiter each, as in kube-scheduler).
+        qps=10,
+        burst=10,
     )
     a = kubesched(config, name="replica-a", identity="replica-a")
     eventually(

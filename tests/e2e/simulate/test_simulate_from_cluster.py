@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from click.testing import CliRunner
 
+from builders import NodeWrapper, PodWrapper
 from kubesched.cli import main
 from kubesched.cluster import ClusterInfo
 from kubesched.kube import APIClient
@@ -21,33 +22,21 @@ if TYPE_CHECKING:
 
 
 def _node(name: str, pool: str, cpu: str) -> dict[str, Any]:
-    allocatable = {"cpu": cpu, "memory": "8Gi", "pods": "110"}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "e2e-pool": pool}},
-        "status": {"capacity": allocatable, "allocatable": allocatable},
-    }
+    labels = {"kubernetes.io/hostname": name, "e2e-pool": pool}
+    capacity = {"cpu": cpu, "memory": "8Gi", "pods": "110"}
+    return NodeWrapper(name).labels(labels).capacity(capacity).manifest()
 
 
 def _pod(name: str, ns: str, pool: str, cpu: str, node: str = "", **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {
-            "nodeSelector": {"e2e-pool": pool},
-            "containers": [
-                {
-                    "name": "c",
-                    "image": "registry.k8s.io/pause:3.10",
-                    "resources": {"requests": {"cpu": cpu}},
-                }
-            ],
-            **({"nodeName": node} if node else {}),
-            **spec,
-        },
-    }
+    pod = (
+        PodWrapper(name)
+        .namespace(ns)
+        .node_selector({"e2e-pool": pool})
+        .pause(requests={"cpu": cpu})
+    )
+    if node:
+        pod.node(node)
+    return pod.spec(spec).manifest()
 
 
 class Fixture:

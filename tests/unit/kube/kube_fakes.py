@@ -1,18 +1,130 @@
-"""Fakes at the HTTP boundary for kubesched.kube unit tests: a scripted API server."""
+"""Fakes at the HTTP boundary for kubesched.kube unit tests: a scripted API server.
+
+The client under test talks to it over loopback with the transport production uses; the
+server (aiohttp's) hands each request to a handler that answers with a :class:`Response`.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx2
+from aiohttp import web
 
+from builders import PodWrapper
 from kubesched.kube import APIClient
+from kubesched.kube._client import DEFAULT_MAX_IN_FLIGHT
+from kubesched.kube._http1 import ConnectionPool
 
-Handler = Callable[[httpx2.Request], Awaitable[httpx2.Response] | httpx2.Response]
+
+@dataclass
+class URL:
+    path: str
+    params: Mapping[str, str]
+
+
+@dataclass
+class Request:
+    """What the fake server received."""
+
+    method: str
+    url: URL
+    headers: Mapping[str, str]
+    content: bytes
+
+
+@dataclass
+class Response:
+    """What the fake server answers: a body whole, or streamed piece by piece (chunked)."""
+
+    status_code: int
+    content: bytes | AsyncIterator[bytes] = b""
+    headers: Mapping[str, str] | None = None
+
+
+class ReadError(Exception):
+    """Raised by a streamed body: the server drops the connection there."""
+
+
+Handler = Callable[[Request], Awaitable[Response] | Response]
+
+#: Servers started for the current test (closed after it, by conftest.py).
+servers: list[asyncio.base_events.Server] = []
+#: Servers being started (a reference keeps the task alive).
+_starting: set[asyncio.Task[None]] = set()
+
+
+async def _serve(handler: Handler, request: web.BaseRequest) -> web.StreamResponse:
+    seen = Request(
+        request.method,
+        URL(request.path, request.rel_url.query),
+        request.headers,
+        await request.read(),
+    )
+    answer = handler(seen)
+    response = await answer if inspect.isawaitable(answer) else answer
+    if isinstance(response.content, bytes):
+        return web.Response(
+            status=response.status_code, body=response.content, headers=response.headers
+        )
+    stream = web.StreamResponse(status=response.status_code, headers=response.headers)
+    stream.enable_chunked_encoding()
+    await stream.prepare(request)
+    try:
+        async for piece in response.content:
+            await stream.write(piece)
+    except ReadError:
+        assert request.transport is not None
+        request.transport.abort()
+        return stream
+    await stream.write_eof()
+    return stream
+
+
+def serve(handler: Handler) -> int:
+    """Serve ``handler`` on a loopback port, the port (connections made before the server is
+    up wait in the socket's backlog; without a running loop, as in a synchronous test, the port
+    is held and nothing answers)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    port = int(sock.getsockname()[1])
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        sock.close()
+        return port
+
+    async def start() -> None:
+        server = web.Server(lambda request: _serve(handler, request), handler_cancellation=True)
+        servers.append(await loop.create_server(server, sock=sock))
+
+    task = loop.create_task(start())
+    _starting.add(task)
+    task.add_done_callback(_starting.discard)
+    return port
+
+
+def make_client(
+    handler: Handler,
+    *,
+    qps: float = 0,
+    burst: int = 1,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+) -> APIClient:
+    pool = ConnectionPool(
+        "127.0.0.1",
+        serve(handler),
+        ssl_context=None,
+        user_agent="kubesched/test",
+        max_connections=max_in_flight,
+    )
+    return APIClient(pool, qps=qps, burst=burst)
 
 
 def status_body(code: int, reason: str, message: str = "", **details: Any) -> dict[str, Any]:
@@ -29,35 +141,26 @@ def status_body(code: int, reason: str, message: str = "", **details: Any) -> di
     return body
 
 
-def json_response(code: int, body: Any, headers: dict[str, str] | None = None) -> httpx2.Response:
-    return httpx2.Response(code, content=json.dumps(body).encode(), headers=headers)
+def json_response(code: int, body: Any, headers: dict[str, str] | None = None) -> Response:
+    return Response(code, content=json.dumps(body).encode(), headers=headers)
 
 
-def error_response(code: int, reason: str, message: str = "") -> httpx2.Response:
+def error_response(code: int, reason: str, message: str = "") -> Response:
     return json_response(code, status_body(code, reason, message))
-
-
-def make_client(handler: Handler, *, qps: float = 0, burst: int = 1) -> APIClient:
-    http = httpx2.AsyncClient(
-        transport=httpx2.MockTransport(handler), base_url="https://apiserver.test"
-    )
-    return APIClient(http, qps=qps, burst=burst)
 
 
 def pod(
     name: str, rv: str, *, namespace: str = "ns", uid: str | None = None, **spec: Any
 ) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "uid": uid or f"uid-{name}",
-            "resourceVersion": rv,
-        },
-        "spec": {"containers": [{"name": "c", "image": "busybox"}], **spec},
-    }
+    return (
+        PodWrapper(name)
+        .namespace(namespace)
+        .uid(uid or f"uid-{name}")
+        .resource_version(rv)
+        .container("c", image="busybox")
+        .spec(spec)
+        .manifest()
+    )
 
 
 def event_line(kind: str, obj: dict[str, Any]) -> bytes:
@@ -86,23 +189,23 @@ class FakeAPI:
     list_rv: str = "10"
     page_size_seen: list[str | None] = field(default_factory=list)
     watches: list[Watch] = field(default_factory=list)
-    requests: list[httpx2.Request] = field(default_factory=list)
-    list_errors: list[httpx2.Response] = field(default_factory=list)
+    requests: list[Request] = field(default_factory=list)
+    list_errors: list[Response] = field(default_factory=list)
     watch_started: asyncio.Event = field(default_factory=asyncio.Event)
 
-    def lists(self) -> list[httpx2.Request]:
+    def lists(self) -> list[Request]:
         return [r for r in self.requests if r.url.params.get("watch") != "true"]
 
-    def watch_requests(self) -> list[httpx2.Request]:
+    def watch_requests(self) -> list[Request]:
         return [r for r in self.requests if r.url.params.get("watch") == "true"]
 
-    async def __call__(self, request: httpx2.Request) -> httpx2.Response:
+    async def __call__(self, request: Request) -> Response:
         self.requests.append(request)
         params = request.url.params
         if params.get("watch") == "true":
             self.watch_started.set()
             script = self.watches.pop(0) if self.watches else Watch([], hang=True)
-            return httpx2.Response(200, content=self._stream(script))
+            return Response(200, content=self._stream(script))
         if self.list_errors:
             return self.list_errors.pop(0)
         limit = int(params["limit"]) if "limit" in params else 0
@@ -126,7 +229,7 @@ class FakeAPI:
             for line in script.lines:
                 yield line
         if script.fail_after:
-            raise httpx2.ReadError("connection reset")
+            raise ReadError("connection reset")
         if script.hang:
             await asyncio.Event().wait()
 

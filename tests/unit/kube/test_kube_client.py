@@ -4,12 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from pathlib import Path
 
-import httpx2
 import msgspec
 import pytest
-from kube_fakes import error_response, json_response, make_client, pod
+from kube_fakes import (
+    ReadError,
+    Request,
+    Response,
+    error_response,
+    json_response,
+    make_client,
+    pod,
+    serve,
+)
+from multidict import MultiDict
 
 from kubesched.api import ObjectList, Pod
 from kubesched.kube import (
@@ -18,10 +28,11 @@ from kubesched.kube import (
     Conflict,
     KubeConfigError,
     NotFound,
-    Unauthorized,
+    TooManyRequests,
     api_path,
     decoder_for,
 )
+from kubesched.kube._http1 import ConnectionPool
 
 
 def test_api_path() -> None:
@@ -42,9 +53,9 @@ def test_decoders_are_shared() -> None:
 
 
 async def test_get_decodes_into_type() -> None:
-    seen: list[httpx2.Request] = []
+    seen: list[Request] = []
 
-    def handler(request: httpx2.Request) -> httpx2.Response:
+    def handler(request: Request) -> Response:
         seen.append(request)
         return json_response(200, pod("a", "7"))
 
@@ -60,9 +71,9 @@ async def test_get_decodes_into_type() -> None:
 
 
 async def test_list_params() -> None:
-    seen: list[httpx2.Request] = []
+    seen: list[Request] = []
 
-    def handler(request: httpx2.Request) -> httpx2.Response:
+    def handler(request: Request) -> Response:
         seen.append(request)
         return json_response(200, {"metadata": {"resourceVersion": "5"}, "items": [pod("a", "3")]})
 
@@ -94,9 +105,9 @@ async def test_list_params() -> None:
     ],
 )
 async def test_patch_content_types(patch_type: str, content_type: str) -> None:
-    seen: list[httpx2.Request] = []
+    seen: list[Request] = []
 
-    def handler(request: httpx2.Request) -> httpx2.Response:
+    def handler(request: Request) -> Response:
         seen.append(request)
         return json_response(200, pod("a", "8"))
 
@@ -113,9 +124,9 @@ async def test_post_encodes_structs_and_put_delete() -> None:
     class Thing(msgspec.Struct, rename="camel"):
         some_field: int
 
-    seen: list[httpx2.Request] = []
+    seen: list[Request] = []
 
-    def handler(request: httpx2.Request) -> httpx2.Response:
+    def handler(request: Request) -> Response:
         seen.append(request)
         return json_response(201, {"kind": "Thing"})
 
@@ -132,7 +143,7 @@ async def test_post_encodes_structs_and_put_delete() -> None:
 
 
 async def test_errors_are_mapped() -> None:
-    def handler(request: httpx2.Request) -> httpx2.Response:
+    def handler(request: Request) -> Response:
         if request.method == "GET":
             return error_response(404, "NotFound", 'pods "a" not found')
         return error_response(409, "Conflict", "the object has been modified")
@@ -146,10 +157,12 @@ async def test_errors_are_mapped() -> None:
 
 
 async def test_transport_errors_become_connection_errors() -> None:
-    def handler(request: httpx2.Request) -> httpx2.Response:
-        raise httpx2.ConnectError("connection refused")
-
-    async with make_client(handler) as client:
+    server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    server.close()
+    await server.wait_closed()
+    pool = ConnectionPool("127.0.0.1", port, ssl_context=None, user_agent="t")
+    async with APIClient(pool, qps=0) as client:
         with pytest.raises(APIConnectionError, match="connection refused"):
             await client.get("/version")
 
@@ -161,8 +174,8 @@ async def test_stream_splits_lines_across_chunks() -> None:
         for chunk in chunks:
             yield chunk
 
-    def handler(request: httpx2.Request) -> httpx2.Response:
-        return httpx2.Response(200, content=body())
+    def handler(request: Request) -> Response:
+        return Response(200, content=body())
 
     async with make_client(handler) as client, client.stream("/w") as lines:
         got = [line async for line in lines]
@@ -170,7 +183,7 @@ async def test_stream_splits_lines_across_chunks() -> None:
 
 
 async def test_stream_error_status_raises_before_yielding() -> None:
-    def handler(request: httpx2.Request) -> httpx2.Response:
+    def handler(request: Request) -> Response:
         return error_response(403, "Forbidden", "no watch for you")
 
     async with make_client(handler) as client:
@@ -183,10 +196,10 @@ async def test_stream_error_status_raises_before_yielding() -> None:
 async def test_stream_read_error_becomes_connection_error() -> None:
     async def body() -> object:
         yield b'{"a":1}\n'
-        raise httpx2.ReadError("reset")
+        raise ReadError("reset")
 
-    def handler(request: httpx2.Request) -> httpx2.Response:
-        return httpx2.Response(200, content=body())
+    def handler(request: Request) -> Response:
+        return Response(200, content=body())
 
     got: list[bytes] = []
 
@@ -202,7 +215,7 @@ async def test_stream_read_error_becomes_connection_error() -> None:
 
 
 async def test_rate_limit_applies_to_requests() -> None:
-    def handler(request: httpx2.Request) -> httpx2.Response:
+    def handler(request: Request) -> Response:
         return json_response(200, {})
 
     async with make_client(handler, qps=50, burst=2) as client:
@@ -219,7 +232,7 @@ async def test_rate_limit_applies_to_requests() -> None:
 async def test_cancelled_request_does_not_raise_later() -> None:
     release = asyncio.Event()
 
-    async def handler(request: httpx2.Request) -> httpx2.Response:
+    async def handler(request: Request) -> Response:
         await release.wait()
         return json_response(200, {})
 
@@ -283,29 +296,20 @@ def test_missing_kubeconfig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         APIClient.from_kubeconfig(path, context="nope")
 
 
-async def test_get_is_repeated_over_http1_after_goaway() -> None:
-    def http2(request: httpx2.Request) -> httpx2.Response:
-        raise httpx2.RemoteProtocolError("<ConnectionTerminated error_code:0, last_stream_id:1>")
+async def test_repeated_header_fields_reach_the_error() -> None:
+    def handler(request: Request) -> Response:
+        return Response(
+            429,
+            content=b'{"kind":"Status","code":429,"reason":"TooManyRequests"}',
+            headers=MultiDict(
+                [("Retry-After", "3"), ("Warning", '299 - "a"'), ("Warning", '299 - "b"')]
+            ),
+        )
 
-    def http1(request: httpx2.Request) -> httpx2.Response:
-        if request.method == "GET":
-            return error_response(401, "Unauthorized", "Unauthorized")
-        return json_response(201, {})
-
-    client = APIClient(
-        httpx2.AsyncClient(transport=httpx2.MockTransport(http2), base_url="https://a.test"),
-        stream_http=httpx2.AsyncClient(
-            transport=httpx2.MockTransport(http1), base_url="https://a.test"
-        ),
-        qps=0,
-    )
-    async with client:
-        # A read is repeated on the other connection and gets the real answer...
-        with pytest.raises(Unauthorized):
+    async with make_client(handler) as client:
+        with pytest.raises(TooManyRequests) as info:
             await client.get("/api/v1/pods")
-        # ... a write is not: it may have been applied.
-        with pytest.raises(APIConnectionError, match="ConnectionTerminated"):
-            await client.post("/api/v1/namespaces/a/pods/p/binding", {})
+    assert info.value.retry_after == 3
 
 
 def _self_signed_ca(path: Path) -> None:
@@ -346,6 +350,80 @@ async def test_in_cluster_service_account(tmp_path: Path, monkeypatch: pytest.Mo
     async with APIClient.from_kubeconfig() as client:
         assert client.base_url.startswith("https://10.96.0.1")
         assert client.namespace == "kube-system"
-        request = client.http.build_request("GET", "/version")
-        flow = client.http.auth.sync_auth_flow(request)  # type: ignore[union-attr]
-        assert next(flow).headers["authorization"] == "Bearer sa-token"
+        assert await client.transport.credentials.authorization() == "Bearer sa-token"
+
+
+EXEC_PLUGIN = """
+import json, pathlib, sys
+count = pathlib.Path(sys.argv[1])
+runs = int(count.read_text()) + 1 if count.exists() else 1
+count.write_text(str(runs))
+print(json.dumps({
+    "apiVersion": "client.authentication.k8s.io/v1beta1",
+    "kind": "ExecCredential",
+    "status": {"token": f"tok{runs}", "expirationTimestamp": "2999-01-01T00:00:00Z"},
+}))
+"""
+
+
+async def test_exec_plugin_token_reaches_requests_and_is_renewed_on_401(tmp_path: Path) -> None:
+    seen: list[str] = []
+
+    def handler(request: Request) -> Response:
+        seen.append(request.headers["authorization"])
+        if request.headers["authorization"] == "Bearer tok1":
+            return error_response(401, "Unauthorized", "Unauthorized")
+        return json_response(200, {"kind": "Status"})
+
+    port = serve(handler)
+    (tmp_path / "plugin.py").write_text(EXEC_PLUGIN)
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "c",
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+        "users": [
+            {
+                "name": "u",
+                "user": {
+                    "exec": {
+                        "apiVersion": "client.authentication.k8s.io/v1beta1",
+                        "command": sys.executable,
+                        "args": [str(tmp_path / "plugin.py"), str(tmp_path / "runs")],
+                    }
+                },
+            }
+        ],
+    }
+    (tmp_path / "config").write_text(json.dumps(config))
+    async with APIClient.from_kubeconfig(tmp_path / "config", qps=0) as client:
+        await client.get("/version")
+        await client.get("/version")
+    assert seen == ["Bearer tok1", "Bearer tok2", "Bearer tok2"]
+    assert (tmp_path / "runs").read_text() == "2"
+
+
+def test_auth_provider_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "config"
+    path.write_text(KUBECONFIG.replace("user: {token: abc}", "user: {auth-provider: {name: gcp}}"))
+    with pytest.raises(KubeConfigError, match="auth-provider"):
+        APIClient.from_kubeconfig(path)
+
+
+def test_proxy_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kubesched.kube._http1 import Proxy
+
+    for name in ("NO_PROXY", "no_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    path = tmp_path / "config"
+    path.write_text(KUBECONFIG)
+    monkeypatch.setenv("HTTPS_PROXY", "http://u:p%40ss@proxy.example:3128")
+    pool = APIClient.from_kubeconfig(path).transport
+    assert pool._proxy == Proxy("proxy.example", 3128, "Basic dTpwQHNz")
+    monkeypatch.setenv("NO_PROXY", "10.0.0.1")
+    assert APIClient.from_kubeconfig(path).transport._proxy is None
+    monkeypatch.delenv("NO_PROXY")
+    monkeypatch.setenv("HTTPS_PROXY", "https://proxy.example:3128")
+    with pytest.raises(KubeConfigError, match=r"only http:// proxies"):
+        APIClient.from_kubeconfig(path)

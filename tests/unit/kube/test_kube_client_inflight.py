@@ -1,45 +1,37 @@
-"""APIClient keeps at most max_in_flight requests inside the HTTP client; watches do not count."""
+"""APIClient keeps at most max_in_flight requests on the wire; watches do not count."""
 
 from __future__ import annotations
 
 import asyncio
 
-import httpx2
-
-from kubesched.kube import APIClient
+from kube_fakes import Request, Response, make_client
 
 
 async def test_requests_beyond_the_limit_wait_their_turn() -> None:
     inside = 0
     peak = 0
 
-    async def handler(request: httpx2.Request) -> httpx2.Response:
+    async def handler(request: Request) -> Response:
         nonlocal inside, peak
         inside += 1
         peak = max(peak, inside)
         await asyncio.sleep(0.01)
         inside -= 1
-        return httpx2.Response(201, content=b"{}")
+        return Response(201, content=b"{}")
 
-    http = httpx2.AsyncClient(
-        transport=httpx2.MockTransport(handler), base_url="https://apiserver.test"
-    )
-    async with APIClient(http, qps=0, burst=1, max_in_flight=3) as client:
+    async with make_client(handler, qps=0, burst=1, max_in_flight=3) as client:
         results = await asyncio.gather(*(client.post("/api/v1/x", b"{}") for _ in range(20)))
     assert results == [b"{}"] * 20
     assert peak == 3
 
 
 async def test_watches_do_not_take_slots() -> None:
-    async def handler(request: httpx2.Request) -> httpx2.Response:
+    async def handler(request: Request) -> Response:
         if request.url.params.get("watch"):
-            return httpx2.Response(200, content=b'{"type":"BOOKMARK"}\n')
-        return httpx2.Response(200, content=b"{}")
+            return Response(200, content=b'{"type":"BOOKMARK"}\n')
+        return Response(200, content=b"{}")
 
-    http = httpx2.AsyncClient(
-        transport=httpx2.MockTransport(handler), base_url="https://apiserver.test"
-    )
-    client = APIClient(http, qps=0, burst=1, max_in_flight=1)
+    client = make_client(handler, qps=0, burst=1, max_in_flight=1)
     async with client, client.stream("/api/v1/pods", params={"watch": "1"}) as lines:
         # A request still gets through while the watch is open.
         assert await asyncio.wait_for(client.get("/api/v1/pods/x"), 5) == b"{}"

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 
-import httpx2
 import pytest
-from kube_fakes import error_response, json_response, make_client
+from kube_fakes import Request, Response, error_response, json_response, make_client
 
 from kubesched.kube import Forbidden
 from kubesched.kube._custom_objects import (
@@ -24,9 +23,9 @@ def group(name: str) -> dict[str, object]:
 
 
 async def test_list_follows_every_page_with_the_selector() -> None:
-    seen: list[httpx2.Request] = []
+    seen: list[Request] = []
 
-    def handler(request: httpx2.Request) -> httpx2.Response:
+    def handler(request: Request) -> Response:
         seen.append(request)
         if request.url.params.get("continue") == "next":
             return json_response(200, {"metadata": {}, "items": [group("c")]})
@@ -52,7 +51,7 @@ async def test_list_of_nothing_is_empty() -> None:
 async def test_create_posts_and_answers_none_when_the_name_is_taken() -> None:
     bodies: list[object] = []
 
-    def handler(request: httpx2.Request) -> httpx2.Response:
+    def handler(request: Request) -> Response:
         assert request.method == "POST"
         assert request.url.path == PATH
         bodies.append(json.loads(request.content))
@@ -81,7 +80,7 @@ async def test_delete_answers_false_when_already_gone_and_raises_otherwise() -> 
         ]
     )
 
-    def handler(request: httpx2.Request) -> httpx2.Response:
+    def handler(request: Request) -> Response:
         assert request.method == "DELETE"
         assert request.url.path == f"{PATH}/g"
         return next(answers)

@@ -7,10 +7,17 @@ import json
 import re
 from typing import Any
 
-import httpx2
 import msgspec
 import pytest
-from kube_fakes import error_response, eventually, json_response, make_client, pod
+from kube_fakes import (
+    Request,
+    Response,
+    error_response,
+    eventually,
+    json_response,
+    make_client,
+    pod,
+)
 
 from kubesched.api import Pod, PodCondition
 from kubesched.kube import EventRecorder, ObjectReference, update_pod_condition
@@ -29,9 +36,9 @@ class EventServer:
 
     def __init__(self) -> None:
         self.requests: list[tuple[str, str, Any]] = []
-        self.patch_errors: list[httpx2.Response] = []
+        self.patch_errors: list[Response] = []
 
-    def __call__(self, request: httpx2.Request) -> httpx2.Response:
+    def __call__(self, request: Request) -> Response:
         body = json.loads(request.content) if request.content else None
         self.requests.append((request.method, request.url.path, body))
         if request.method == "PATCH" and self.patch_errors:
@@ -214,7 +221,7 @@ async def test_a_caller_that_waits_for_room_loses_no_event() -> None:
 
 
 async def test_while_writes_fail_waiting_stops_and_events_are_dropped() -> None:
-    def handler(request: httpx2.Request) -> httpx2.Response:
+    def handler(request: Request) -> Response:
         return error_response(503, "ServiceUnavailable", "etcd is down")
 
     recorder = EventRecorder(make_client(handler), queue_size=1, workers=1)
@@ -232,7 +239,7 @@ async def test_while_writes_fail_waiting_stops_and_events_are_dropped() -> None:
 
 
 async def test_rejected_event_is_counted_not_raised() -> None:
-    def handler(request: httpx2.Request) -> httpx2.Response:
+    def handler(request: Request) -> Response:
         return error_response(422, "Invalid", "note: Too long")
 
     recorder = EventRecorder(make_client(handler))
@@ -258,22 +265,22 @@ def _unschedulable(message: str) -> PodCondition:
     )
 
 
-def _patches(handler_log: list[httpx2.Request]) -> list[dict[str, Any]]:
+def _patches(handler_log: list[Request]) -> list[dict[str, Any]]:
     return [json.loads(r.content) for r in handler_log]
 
 
 @pytest.fixture
-def status_server() -> tuple[list[httpx2.Request], Any]:
-    seen: list[httpx2.Request] = []
+def status_server() -> tuple[list[Request], Any]:
+    seen: list[Request] = []
 
-    def handler(request: httpx2.Request) -> httpx2.Response:
+    def handler(request: Request) -> Response:
         seen.append(request)
         return json_response(200, {})
 
     return seen, handler
 
 
-async def test_condition_added(status_server: tuple[list[httpx2.Request], Any]) -> None:
+async def test_condition_added(status_server: tuple[list[Request], Any]) -> None:
     seen, handler = status_server
     p = msgspec.convert(
         {**pod("a", "5"), "metadata": {**pod("a", "5")["metadata"], "generation": 2}}, Pod
@@ -305,7 +312,7 @@ async def test_condition_added(status_server: tuple[list[httpx2.Request], Any]) 
 
 
 async def test_unchanged_condition_is_not_written(
-    status_server: tuple[list[httpx2.Request], Any],
+    status_server: tuple[list[Request], Any],
 ) -> None:
     seen, handler = status_server
     data = pod("a", "5")
@@ -347,7 +354,7 @@ async def test_condition_write_is_retried_on_temporary_errors() -> None:
     answers = [error_response(503, "ServiceUnavailable"), json_response(200, {})]
     calls = 0
 
-    def handler(request: httpx2.Request) -> httpx2.Response:
+    def handler(request: Request) -> Response:
         nonlocal calls
         calls += 1
         return answers.pop(0)
@@ -371,4 +378,4 @@ async def test_events_get_a_rate_limiter_of_their_own() -> None:
     assert events.limiter is not client.limiter
     assert (events.limiter.qps, events.limiter.burst) == (5, 7)
     # Same connections: closing the original is enough.
-    assert events.http is client.http
+    assert events.transport is client.transport

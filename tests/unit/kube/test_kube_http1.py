@@ -1,8 +1,9 @@
-"""The lean HTTP/1.1 pool against a small asyncio HTTP server on loopback."""
+"""The HTTP/1.1 transport against a small asyncio HTTP server on loopback."""
 
 from __future__ import annotations
 
 import asyncio
+import datetime
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from kubesched.kube._client import query_string
-from kubesched.kube._http1 import ConnectionPool, Credentials, TransportError
+from kubesched.kube._credentials import Credentials, ExecToken
+from kubesched.kube._http1 import ConnectionPool, TransportError, _Connection
 
 #: The bytes of an answer, or pieces of it written one after the other (a streamed body).
 Answer = Callable[["Seen"], Awaitable[bytes | list[bytes]]]
@@ -58,6 +60,8 @@ class Server:
                     answer = await self.answer(seen)
                 finally:
                     self.inside -= 1
+                if not answer:
+                    return  # hang up without answering
                 pieces = answer if isinstance(answer, list) else [answer]
                 for piece in pieces:
                     writer.write(piece)
@@ -187,6 +191,91 @@ async def test_a_connection_the_server_closed_is_not_reused(
     assert server.connections == 2
 
 
+async def test_repeated_header_fields_are_kept(serve: Callable[..., Awaitable[Server]]) -> None:
+    async def answer(seen: Seen) -> bytes | list[bytes]:
+        return reply(200, b"{}", 'Warning: 299 - "first"', 'Warning: 299 - "second"')
+
+    server = await serve(answer)
+    pool = pool_for(server)
+    response = await pool.request("GET", "/x")
+    await pool.aclose()
+    assert response.headers.get_all("Warning") == ['299 - "first"', '299 - "second"']
+    assert response.headers["warning"] == '299 - "first", 299 - "second"'
+    assert response.headers["content-length"] == "2"
+
+
+@pytest.mark.parametrize(("method", "retried"), [("GET", True), ("POST", False)])
+async def test_a_kept_alive_connection_closed_before_answering(
+    serve: Callable[..., Awaitable[Server]], method: str, retried: bool
+) -> None:
+    async def answer(seen: Seen) -> bytes | list[bytes]:
+        # The second request finds the server closing its idle connection.
+        return b"" if len(server.requests) == 2 else reply(200)
+
+    server = await serve(answer)
+    pool = pool_for(server)
+    assert (await pool.request(method, "/1")).status == 200
+    if retried:
+        # Nothing of the answer came: a GET is sent again, on a new connection.
+        assert (await pool.request(method, "/2")).status == 200
+        assert [s.target for s in server.requests] == ["/1", "/2", "/2"]
+    else:
+        # A POST may have been applied: the failure is the caller's to judge.
+        with pytest.raises(TransportError):
+            await pool.request(method, "/2")
+        assert [s.target for s in server.requests] == ["/1", "/2"]
+    await pool.aclose()
+    assert server.connections == (2 if retried else 1)
+
+
+async def test_a_fresh_connection_closed_before_answering_is_not_retried(
+    serve: Callable[..., Awaitable[Server]],
+) -> None:
+    async def answer(seen: Seen) -> bytes | list[bytes]:
+        return b""
+
+    server = await serve(answer)
+    pool = pool_for(server)
+    with pytest.raises(TransportError, match="EOFError"):
+        await pool.request("GET", "/x")
+    await pool.aclose()
+    assert len(server.requests) == 1
+
+
+async def test_a_write_waits_for_the_socket_to_drain() -> None:
+    received = 0
+    reading = asyncio.Event()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal received
+        await reading.wait()
+        while data := await reader.read(1 << 20):
+            received += len(data)
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    loop = asyncio.get_running_loop()
+    _, conn = await loop.create_connection(lambda: _Connection(loop), "127.0.0.1", port)
+    payload = b"x" * (64 << 20)
+    sending = asyncio.create_task(conn._send(payload))
+    await asyncio.sleep(0.2)
+    assert not sending.done()  # more than the kernel takes: waiting for the reader
+    reading.set()
+    await asyncio.wait_for(sending, 10)
+    conn.close()
+    await eventually_equal(lambda: received, len(payload))
+    server.close()
+
+
+async def eventually_equal(value: Callable[[], int], expected: int) -> None:
+    for _ in range(500):
+        if value() == expected:
+            return
+        await asyncio.sleep(0.01)
+    assert value() == expected
+
+
 async def test_broken_answers_raise_and_free_the_slot(
     serve: Callable[..., Awaitable[Server]],
 ) -> None:
@@ -270,6 +359,40 @@ async def test_401_with_a_fixed_token_is_not_repeated(
     assert (await pool.request("GET", "/x")).status == 401
     await pool.aclose()
     assert len(server.requests) == 1
+
+
+async def test_exec_token_is_kept_until_it_expires_and_renewed_on_401(
+    serve: Callable[..., Awaitable[Server]],
+) -> None:
+    now = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+    runs = 0
+
+    async def plugin() -> ExecToken:
+        nonlocal runs
+        runs += 1
+        return ExecToken(f"t{runs}", now + datetime.timedelta(minutes=10))
+
+    async def answer(seen: Seen) -> bytes | list[bytes]:
+        return reply(401 if seen.headers["authorization"] == "Bearer t2" else 200)
+
+    server = await serve(answer)
+    clock = [now]
+    credentials = Credentials(exec_plugin=plugin, now=lambda: clock[0])
+    pool = pool_for(server, credentials=credentials)
+    assert (await pool.request("GET", "/a")).status == 200
+    assert (await pool.request("GET", "/b")).status == 200
+    assert runs == 1  # cached
+    clock[0] = now + datetime.timedelta(minutes=10)
+    # Expired: run again (t2), refused: run again (t3) and repeat.
+    assert (await pool.request("POST", "/c", body=b"{}")).status == 200
+    assert runs == 3
+    await pool.aclose()
+    assert [s.headers["authorization"] for s in server.requests] == [
+        "Bearer t1",
+        "Bearer t1",
+        "Bearer t2",
+        "Bearer t3",
+    ]
 
 
 async def test_closed_pool_refuses_requests(serve: Callable[..., Awaitable[Server]]) -> None:
@@ -358,4 +481,69 @@ def test_query_string_as_httpx_encodes_it() -> None:
     assert (
         query_string({"watch": True, "x": None, "limit": 5, "f": ["a=b", "c d"], "g": False})
         == "watch=true&limit=5&f=a%3Db&f=c+d&g=false"
+    )
+
+
+async def test_a_stream_read_slowly_stops_reading_the_socket(
+    serve: Callable[..., Awaitable[Server]],
+) -> None:
+    piece = b"y" * 65535 + b"\n"
+    count = 64  # 4 MiB
+
+    async def answer(seen: Seen) -> bytes | list[bytes]:
+        return [WATCH_HEAD + b"".join(chunk(piece) for _ in range(count)) + b"0\r\n\r\n"]
+
+    server = await serve(answer)
+    pool = pool_for(server)
+    stream = await pool.open_stream("/watch")
+    await asyncio.sleep(0.3)  # nobody reads
+    buffered = stream._conn._buffered
+    got = await stream.read()
+    stream.close()
+    await pool.aclose()
+    assert buffered <= 2 << 20  # held at about a MiB, the rest left to the kernel and the server
+    assert got == piece * count
+
+
+async def test_a_body_delimited_by_the_end_of_the_connection(
+    serve: Callable[..., Awaitable[Server]],
+) -> None:
+    async def answer(seen: Seen) -> bytes | list[bytes]:
+        return [b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n", b'{"a":', b"1}"]
+
+    server = await serve(answer)
+    server.hang_up = True
+    pool = pool_for(server)
+    first = await pool.request("GET", "/x")
+    second = await pool.request("GET", "/y")
+    await pool.aclose()
+    assert first.body == second.body == b'{"a":1}'
+    assert server.connections == 2
+
+
+async def test_requests_refused_together_run_the_exec_plugin_once(
+    serve: Callable[..., Awaitable[Server]],
+) -> None:
+    runs = 0
+
+    async def plugin() -> ExecToken:
+        nonlocal runs
+        runs += 1
+        await asyncio.sleep(0.05)
+        return ExecToken(f"t{runs}", None)
+
+    async def answer(seen: Seen) -> bytes | list[bytes]:
+        await asyncio.sleep(0.02)
+        return reply(401 if seen.headers["authorization"] == "Bearer t1" else 200)
+
+    server = await serve(answer)
+    pool = pool_for(server, credentials=Credentials(exec_plugin=plugin))
+    # All five wait for the first token (t1), are refused, and wait for the second.
+    results = await asyncio.gather(*(pool.request("GET", f"/{i}") for i in range(5)))
+    await pool.aclose()
+    assert [r.status for r in results] == [200] * 5
+    assert runs == 2
+    assert (
+        sorted(s.headers["authorization"] for s in server.requests)
+        == ["Bearer t1"] * 5 + ["Bearer t2"] * 5
     )

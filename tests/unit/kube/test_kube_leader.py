@@ -6,9 +6,8 @@ import asyncio
 import json
 from typing import Any
 
-import httpx2
 import pytest
-from kube_fakes import error_response, eventually, json_response, make_client
+from kube_fakes import Request, Response, error_response, eventually, json_response, make_client
 
 from kubesched.kube import LeaderElector
 
@@ -25,7 +24,7 @@ class LeaseServer:
         self.down = False
         self.writes: list[dict[str, Any]] = []
 
-    def __call__(self, request: httpx2.Request) -> httpx2.Response:
+    def __call__(self, request: Request) -> Response:
         if self.down:
             return error_response(503, "ServiceUnavailable", "etcd is down")
         path, method = request.url.path, request.method
@@ -46,7 +45,7 @@ class LeaseServer:
             return self._store(body, 200)
         return error_response(405, "MethodNotAllowed", f"{method} {path}")
 
-    def _store(self, body: dict[str, Any], code: int) -> httpx2.Response:
+    def _store(self, body: dict[str, Any], code: int) -> Response:
         self.rv += 1
         body["metadata"]["resourceVersion"] = str(self.rv)
         body["metadata"].setdefault("labels", {"kept": "yes"})

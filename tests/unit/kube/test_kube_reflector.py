@@ -7,11 +7,11 @@ import json
 import logging
 from typing import Any
 
-import httpx2
 import msgspec
 import pytest
 from kube_fakes import (
     FakeAPI,
+    Response,
     Watch,
     error_response,
     event_line,
@@ -369,7 +369,7 @@ async def test_expired_continue_token_lists_in_one_request() -> None:
 
 async def test_undecodable_list_is_retried() -> None:
     api = FakeAPI(objects=[pod("a", "1")], list_rv="10")
-    api.list_errors.append(httpx2.Response(200, content=b"<html>not a list</html>"))
+    api.list_errors.append(Response(200, content=b"<html>not a list</html>"))
     handler = Recorder()
     reflector = _reflector(api, handler)
     reflector.start()

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
-from typing import Any
 
-import msgspec
 import numpy as np
 import pytest
 
+from builders import NodeWrapper, req_pod
 from kubesched.api import Node, Pod, pod_requests
 from kubesched.config import ConfigError, NodeResourcesBalancedAllocationArgs, ResourceSpec
 from kubesched.framework import Code, CycleState, Nodes, PodInfo, Snapshot, Status
@@ -27,39 +26,10 @@ from kubesched.plugins.node_resources.balanced_allocation import (
 )
 
 GPU = "nvidia.com/gpu"
-_uid = iter(range(1, 10**9))
-
-
-def pod(
-    *containers: Mapping[str, str],
-    init: Sequence[Mapping[str, str]] = (),
-    sidecars: Sequence[Mapping[str, str]] = (),
-    overhead: Mapping[str, str] | None = None,
-    node_name: str = "",
-) -> Pod:
-    """A pod; each positional argument is one container's requests."""
-    spec: dict[str, Any] = {
-        "containers": [
-            {"name": f"c{i}", "resources": {"requests": dict(r)}} for i, r in enumerate(containers)
-        ],
-        "initContainers": [
-            {"name": f"s{i}", "restartPolicy": "Always", "resources": {"requests": dict(r)}}
-            for i, r in enumerate(sidecars)
-        ]
-        + [{"name": f"i{i}", "resources": {"requests": dict(r)}} for i, r in enumerate(init)],
-        "nodeName": node_name,
-    }
-    if overhead:
-        spec["overhead"] = dict(overhead)
-    n = next(_uid)
-    return msgspec.convert({"metadata": {"name": f"p{n}", "uid": f"uid-{n}"}, "spec": spec}, Pod)
 
 
 def node(name: str, allocatable: Mapping[str, str | int]) -> Node:
-    alloc = {k: str(v) for k, v in allocatable.items()}
-    return msgspec.convert(
-        {"metadata": {"name": name}, "status": {"capacity": alloc, "allocatable": alloc}}, Node
-    )
+    return NodeWrapper(name).capacity(allocatable).obj()
 
 
 def make_node(name: str, milli_cpu: int, memory: int, extended: Mapping[str, int] | None) -> Node:
@@ -124,7 +94,7 @@ WITH_GPU = ["cpu", "memory", GPU]
 CASES: list[tuple[str, Pod, list[Node], list[Pod], list[str], list[int]]] = [
     (
         "nothing scheduled, resources requested, differently sized nodes",
-        pod(*CPU_AND_MEMORY),
+        req_pod(*CPU_AND_MEMORY),
         [make_node("node1", 4000, 10000, None), make_node("node2", 6000, 10000, None)],
         [],
         DEFAULT,
@@ -132,42 +102,42 @@ CASES: list[tuple[str, Pod, list[Node], list[Pod], list[str], list[int]]] = [
     ),
     (
         "resources requested, pods scheduled with resources",
-        pod(*CPU_AND_MEMORY),
+        req_pod(*CPU_AND_MEMORY),
         [make_node("node1", 10000, 20000, None), make_node("node2", 10000, 20000, None)],
-        [pod(*CPU_ONLY, node_name="node1"), pod(*CPU_AND_MEMORY, node_name="node2")],
+        [req_pod(*CPU_ONLY, node_name="node1"), req_pod(*CPU_AND_MEMORY, node_name="node2")],
         DEFAULT,
         [82, 95],
     ),
     (
         "resources requested, pods scheduled with resources, differently sized nodes",
-        pod(*CPU_AND_MEMORY),
+        req_pod(*CPU_AND_MEMORY),
         [make_node("node1", 10000, 20000, None), make_node("node2", 10000, 50000, None)],
-        [pod(*CPU_ONLY, node_name="node1"), pod(*CPU_AND_MEMORY, node_name="node2")],
+        [req_pod(*CPU_ONLY, node_name="node1"), req_pod(*CPU_AND_MEMORY, node_name="node2")],
         DEFAULT,
         [82, 80],
     ),
     (
         "requested resources at node capacity",
-        pod(*CPU_ONLY),
+        req_pod(*CPU_ONLY),
         [make_node("node1", 6000, 10000, None), make_node("node2", 6000, 10000, None)],
-        [pod(*CPU_ONLY, node_name="node1"), pod(*CPU_AND_MEMORY, node_name="node2")],
+        [req_pod(*CPU_ONLY, node_name="node1"), req_pod(*CPU_AND_MEMORY, node_name="node2")],
         DEFAULT,
         [50, 75],
     ),
     (
         "include scalar resource on a node for balanced resource allocation",
-        pod({"memory": "0", GPU: "1"}),
+        req_pod({"memory": "0", GPU: "1"}),
         [make_node("node1", 3500, 40000, {GPU: 8}), make_node("node2", 3500, 40000, {GPU: 8})],
         [
-            pod(*CPU_AND_MEMORY, node_name="node2"),
-            pod(*CPU_AND_MEMORY_AND_GPU, node_name="node1"),
+            req_pod(*CPU_AND_MEMORY, node_name="node2"),
+            req_pod(*CPU_AND_MEMORY_AND_GPU, node_name="node1"),
         ],
         WITH_GPU,
         [70, 65],
     ),
     (
         "node without the scalar resource should skip the scalar resource",
-        pod(*CPU_AND_MEMORY),
+        req_pod(*CPU_AND_MEMORY),
         [make_node("node1", 3500, 40000, {GPU: 8}), make_node("node2", 3500, 40000, None)],
         [],
         WITH_GPU,
@@ -197,25 +167,25 @@ def test_balanced_allocation(
 def test_best_effort_pod_is_skipped_in_pre_score() -> None:
     snap = cluster([make_node("node1", 4000, 10000, None), make_node("node2", 4000, 10000, None)])
     p = plugin(snap, DEFAULT)
-    assert scores(p, pod(), snap) == Status(Code.SKIP)
+    assert scores(p, req_pod(), snap) == Status(Code.SKIP)
     # A container without requests is best-effort too (no 100m/200Mi defaults here).
-    assert scores(p, pod({}), snap) == Status(Code.SKIP)
+    assert scores(p, req_pod({}), snap) == Status(Code.SKIP)
     # Without PreScore the score is 0 everywhere.
-    assert scores(p, pod({}), snap, pre_score=False) == [0, 0]
+    assert scores(p, req_pod({}), snap, pre_score=False) == [0, 0]
 
 
 def test_pod_requesting_only_an_unscored_resource_is_skipped() -> None:
     snap = cluster([make_node("node1", 4000, 10000, {GPU: 8})])
-    assert scores(plugin(snap, DEFAULT), pod({GPU: "1"}), snap) == Status(Code.SKIP)
+    assert scores(plugin(snap, DEFAULT), req_pod({GPU: "1"}), snap) == Status(Code.SKIP)
     # cpu 0, memory 0, gpu 1/8: sqrt(((1/24)**2 * 2 + (1/12)**2) / 3) = 0.0589 -> 94
-    assert scores(plugin(snap, WITH_GPU), pod({GPU: "1"}), snap) == [94]
+    assert scores(plugin(snap, WITH_GPU), req_pod({GPU: "1"}), snap) == [94]
 
 
 def test_pre_score_records_requests_as_written() -> None:
     snap = cluster([make_node("node1", 4000, 10000, None)])
     p = plugin(snap)  # defaults: cpu and memory
     state = CycleState()
-    incoming = pod({"cpu": "250m"}, {}, init=[{"memory": "1Ki"}], overhead={"cpu": "10m"})
+    incoming = req_pod({"cpu": "250m"}, {}, init=[{"memory": "1Ki"}], overhead={"cpu": "10m"})
     assert p.pre_score(state, incoming, Nodes(snap, snap.present_slots())) is None
     s = state.get(PRE_SCORE_STATE_KEY)
     assert isinstance(s, PreScoreState)
@@ -227,7 +197,7 @@ def test_sidecar_counts_in_the_node_and_the_pod() -> None:
     snap = cluster(
         [make_node("node1", 4000, 10000, None)],
         [
-            pod(
+            req_pod(
                 {"cpu": "1", "memory": "2000"},
                 sidecars=[{"cpu": "1", "memory": "2000"}],
                 node_name="node1",
@@ -235,20 +205,22 @@ def test_sidecar_counts_in_the_node_and_the_pod() -> None:
         ],
     )
     # cpu 3/4, memory 6000/10000: std = (0.75 - 0.6) / 2 = 0.075 -> 92
-    assert scores(plugin(snap), pod({"cpu": "1", "memory": "2000"}), snap) == [92]
+    assert scores(plugin(snap), req_pod({"cpu": "1", "memory": "2000"}), snap) == [92]
 
 
 def test_fractions_over_one_are_capped() -> None:
-    snap = cluster([make_node("node1", 1000, 10000, None)], [pod({"cpu": "5"}, node_name="node1")])
+    snap = cluster(
+        [make_node("node1", 1000, 10000, None)], [req_pod({"cpu": "5"}, node_name="node1")]
+    )
     # cpu 6/1 -> 1; memory 5000/10000 = 0.5: std 0.25 -> 75
-    assert scores(plugin(snap), pod({"cpu": "1", "memory": "5000"}), snap) == [75]
+    assert scores(plugin(snap), req_pod({"cpu": "1", "memory": "5000"}), snap) == [75]
 
 
 def test_float64_arithmetic_as_go_not_exact_arithmetic() -> None:
     # cpu 1/2, memory 17/25: exactly (1 - 0.09) * 100 = 91, but in float64 (1 - std) * 100 is
     # 90.99999999999999, which Go truncates to 90.
     snap = cluster([make_node("node1", 2000, 25, None)])
-    assert scores(plugin(snap), pod({"cpu": "1", "memory": "17"}), snap) == [90]
+    assert scores(plugin(snap), req_pod({"cpu": "1", "memory": "17"}), snap) == [90]
 
 
 def test_weights_other_than_one_are_rejected() -> None:
@@ -310,7 +282,7 @@ def random_cluster(rng: random.Random, n: int) -> Snapshot:
     for _ in range(3 * n):
         containers = [random_requests(rng, 0.3) for _ in range(rng.randint(0, 2))]
         sidecars = [random_requests(rng, 0.1)] if rng.random() < 0.2 else []
-        existing.append(pod(*containers, sidecars=sidecars, node_name=f"n{rng.randrange(n)}"))
+        existing.append(req_pod(*containers, sidecars=sidecars, node_name=f"n{rng.randrange(n)}"))
     snap = cluster(nodes, existing)
     for i in rng.sample(range(n), n // 8):
         snap.remove_node(f"n{i}")
@@ -325,7 +297,7 @@ def test_random_vectorized_equals_per_node() -> None:
         resources = rng.sample(NAMES, rng.randint(1, len(NAMES)))
         p = plugin(snap, resources)
         for _ in range(5):
-            incoming = pod(
+            incoming = req_pod(
                 *[random_requests(rng, 1.0) for _ in range(rng.randint(1, 3))],
                 init=[random_requests(rng, 1.0)] if rng.random() < 0.3 else [],
             )
@@ -340,7 +312,7 @@ def test_vectorized_over_a_subset_of_slots() -> None:
     rng = random.Random(5)
     snap = random_cluster(rng, 40)
     p = plugin(snap, WITH_GPU)
-    incoming = pod({"cpu": "1", "memory": "1Gi", GPU: "1"})
+    incoming = req_pod({"cpu": "1", "memory": "1Gi", GPU: "1"})
     subset = Nodes(snap, snap.present_slots()[::2][::-1].copy())
     state = CycleState()
     vec, _ = p.score_nodes(state, incoming, subset)
@@ -354,7 +326,7 @@ def test_kept_scores_follow_every_change_of_the_snapshot() -> None:
         snap = random_cluster(rng, rng.randint(10, 50))
         resources = rng.sample(NAMES, rng.randint(1, len(NAMES)))
         kept = plugin(snap, resources)
-        shapes = [pod(random_requests(rng, 1.0), random_requests(rng, 1.0)) for _ in range(3)]
+        shapes = [req_pod(random_requests(rng, 1.0), random_requests(rng, 1.0)) for _ in range(3)]
         counted: list[Pod] = []
         for step in range(30):
             names = [info.name for info in snap.node_infos()]
@@ -362,7 +334,7 @@ def test_kept_scores_follow_every_change_of_the_snapshot() -> None:
             if kind <= 1:
                 # One pod, or enough at once for the vectorized form to update the kept scores.
                 for _ in range(1 if kind == 0 else 20):
-                    p = pod(random_requests(rng, 0.2), node_name=rng.choice(names))
+                    p = req_pod(random_requests(rng, 0.2), node_name=rng.choice(names))
                     snap.add_pod(PodInfo.of(p), p.spec.node_name)
                     counted.append(p)
             elif kind == 2 and counted:
@@ -377,13 +349,13 @@ def test_kept_scores_follow_every_change_of_the_snapshot() -> None:
 @pytest.mark.parametrize(
     "incoming",
     [
-        pytest.param(pod({}), id="no requests"),
-        pytest.param(pod({"cpu": "250m"}, {GPU: "1"}), id="one container without requests"),
+        pytest.param(req_pod({}), id="no requests"),
+        pytest.param(req_pod({"cpu": "250m"}, {GPU: "1"}), id="one container without requests"),
         pytest.param(
-            pod({"cpu": "250m"}, init=[{"memory": "1Ki"}], overhead={"cpu": "10m"}),
+            req_pod({"cpu": "250m"}, init=[{"memory": "1Ki"}], overhead={"cpu": "10m"}),
             id="init container and overhead",
         ),
-        pytest.param(pod({"memory": "1Gi"}, sidecars=[{}], init=[{"cpu": "2"}]), id="sidecar"),
+        pytest.param(req_pod({"memory": "1Gi"}, sidecars=[{}], init=[{"cpu": "2"}]), id="sidecar"),
     ],
 )
 @pytest.mark.parametrize("use_requested", [True, False])

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import msgspec
 import pytest
 
-from builders import make_pod
-from kubesched.api import Node
+from builders import NodeWrapper, make_pod
 from kubesched.config import ConfigError
 from kubesched.framework import CycleState, Nodes, Snapshot
 from kubesched.plugins.congestion import (
@@ -19,6 +17,8 @@ from kubesched.plugins.congestion import (
     parse_factor,
 )
 
+ALLOCATABLE = {"cpu": "4", "memory": "8Gi", "pods": "110"}
+
 
 class _Handle:
     def __init__(self, snapshot: Snapshot) -> None:
@@ -26,21 +26,11 @@ class _Handle:
         self.profile_name = "test"
 
 
-def node(name: str, annotations: Mapping[str, str] | None = None) -> Node:
-    allocatable = {"cpu": "4", "memory": "8Gi", "pods": "110"}
-    return msgspec.convert(
-        {
-            "metadata": {"name": name, "annotations": dict(annotations or {})},
-            "status": {"allocatable": allocatable},
-        },
-        Node,
-    )
-
-
 def scores(factors: list[str | None], args: Mapping[str, int] | None = None) -> list[int]:
     snap = Snapshot()
     for i, f in enumerate(factors):
-        snap.set_node(node(f"n{i}", {} if f is None else {"congestion-factor": f}))
+        factor = {} if f is None else {"congestion-factor": f}
+        snap.set_node(NodeWrapper(f"n{i}").annotations(factor).allocatable(ALLOCATABLE).obj())
     plugin = Congestion(_Handle(snap), args)
     nodes = Nodes(snap, snap.present_slots())
     vec, status = plugin.score_nodes(CycleState(), make_pod("p"), nodes)
@@ -73,7 +63,12 @@ def test_rounding_half_up_with_another_max() -> None:
 def test_invalid_factors_count_as_zero_and_are_reported() -> None:
     snap = Snapshot()
     for i, f in enumerate(["12.5", "high", " 7", "50"]):
-        snap.set_node(node(f"n{i}", {"congestion-factor": f}))
+        snap.set_node(
+            NodeWrapper(f"n{i}")
+            .annotations({"congestion-factor": f})
+            .allocatable(ALLOCATABLE)
+            .obj()
+        )
     plugin = Congestion(_Handle(snap))
     vec, _ = plugin.score_nodes(CycleState(), make_pod("p"), Nodes(snap, snap.present_slots()))
     assert vec.tolist() == [100, 100, 100, 50]
@@ -107,9 +102,13 @@ def test_args_validation() -> None:
 
 def test_a_changed_annotation_is_read_again() -> None:
     snap = Snapshot()
-    snap.set_node(node("a", {"congestion-factor": "90"}))
+    snap.set_node(
+        NodeWrapper("a").annotations({"congestion-factor": "90"}).allocatable(ALLOCATABLE).obj()
+    )
     plugin = Congestion(_Handle(snap))
     nodes = Nodes(snap, snap.present_slots())
     assert plugin.score_nodes(CycleState(), make_pod("p"), nodes)[0].tolist() == [10]
-    snap.set_node(node("a", {"congestion-factor": "10"}))
+    snap.set_node(
+        NodeWrapper("a").annotations({"congestion-factor": "10"}).allocatable(ALLOCATABLE).obj()
+    )
     assert plugin.score_nodes(CycleState(), make_pod("p"), nodes)[0].tolist() == [90]

@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from builders import make_node, make_pod
+from builders import PAUSE_IMAGE, PodWrapper, make_node
 from kubesched.api import (
     LabelSelector,
     Node,
@@ -81,24 +81,24 @@ def pod(
     policy: str | None = None,
     namespace: str = "default",
 ) -> Pod:
-    spec: dict[str, Any] = {}
-    if policy is not None:
-        spec["preemptionPolicy"] = policy
-    p = make_pod(
-        name,
-        namespace=namespace,
-        cpu=res[0] if res else None,
-        memory=res[1] if res else None,
-        node_name=node_name,
-        labels=labels,
-        priority=priority,
-        spec=spec,
+    """upstream's ``st.MakePod().Name(name).UID(name)`` with what is given."""
+    requests = {"cpu": res[0], "memory": res[1]} if res else {}
+    built = (
+        PodWrapper(name)
+        .namespace(namespace)
+        .uid(name)
+        .labels(labels or {})
+        .container("c", image=PAUSE_IMAGE, requests=requests)
+        .node(node_name)
+        .nominated(nominated)
     )
-    p = msgspec.structs.replace(p, metadata=msgspec.structs.replace(p.metadata, uid=name))
-    if start is not None or nominated:
-        status = msgspec.structs.replace(p.status, start_time=start, nominated_node_name=nominated)
-        p = msgspec.structs.replace(p, status=status)
-    return p
+    if priority is not None:
+        built.priority(priority)
+    if policy is not None:
+        built.preemption_policy(policy)
+    if start is not None:
+        built.start_time(start)
+    return built.obj()
 
 
 def terminating(p: Pod, *, by_preemption: bool) -> Pod:

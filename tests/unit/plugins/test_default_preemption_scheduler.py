@@ -127,8 +127,7 @@ def setup(
 
 
 def pod(name: str, priority: int, node_name: str = "") -> Pod:
-    p = make_pod(name, cpu="1", priority=priority, node_name=node_name)
-    return msgspec.structs.replace(p, metadata=msgspec.structs.replace(p.metadata, uid=name))
+    return make_pod(name, cpu="1", priority=priority, node_name=node_name, uid=name)
 
 
 async def test_a_preemptor_is_nominated_waits_for_its_victims_and_lands_on_its_node() -> None:
@@ -226,6 +225,9 @@ class RecordingClient:
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, str, Any]] = []
+
+    def with_own_limiter(self) -> RecordingClient:
+        return self
 
     async def patch(self, path: str, body: Any, **kwargs: Any) -> bytes:
         if "/gone/" in path:

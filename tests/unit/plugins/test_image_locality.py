@@ -7,9 +7,9 @@ import hashlib
 import random
 from collections.abc import Sequence
 
-import msgspec
 import pytest
 
+from builders import NodeWrapper, PodWrapper
 from kubesched.api import Node, Pod
 from kubesched.framework import CycleState, Nodes, Snapshot
 from kubesched.plugins.image_locality import (
@@ -21,33 +21,23 @@ from kubesched.plugins.image_locality import (
 MB = 1024 * 1024
 
 
+ALLOCATABLE = {"cpu": "4", "memory": "8Gi", "pods": "110"}
+
+
 def pod(containers: Sequence[str], init: Sequence[str] = (), ephemeral: Sequence[str] = ()) -> Pod:
-    return msgspec.convert(
-        {
-            "metadata": {"name": "p", "uid": "p"},
-            "spec": {
-                "containers": [{"name": f"c{i}", "image": im} for i, im in enumerate(containers)],
-                "initContainers": [{"name": f"i{i}", "image": im} for i, im in enumerate(init)],
-                "ephemeralContainers": [
-                    {"name": f"e{i}", "image": im} for i, im in enumerate(ephemeral)
-                ],
-            },
-        },
-        Pod,
-    )
+    """A pod running these images in its regular, init and ephemeral containers."""
+    built = PodWrapper("p").uid("p")
+    for image in containers:
+        built.container(image=image)
+    for image in init:
+        built.init_container(image=image)
+    for i, image in enumerate(ephemeral):
+        built.ephemeral_container(f"e{i}", image=image)
+    return built.obj()
 
 
 def image_node(name: str, images: Sequence[tuple[Sequence[str], int]]) -> Node:
-    return msgspec.convert(
-        {
-            "metadata": {"name": name},
-            "status": {
-                "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
-                "images": [{"names": list(n), "sizeBytes": size} for n, size in images],
-            },
-        },
-        Node,
-    )
+    return NodeWrapper(name).allocatable(ALLOCATABLE).images(images).obj()
 
 
 class _Handle:

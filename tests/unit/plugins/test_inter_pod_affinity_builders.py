@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from builders import make_node, make_pod
+from builders import PodWrapper, make_node, next_uid
 from kubesched.api import Node, Pod
 from kubesched.framework import CycleState, Nodes, PodInfo, Snapshot, Status
 
@@ -99,10 +99,11 @@ def pod(
         }
     if a:
         spec["affinity"] = a
-    p = make_pod(name, namespace=namespace, labels=labels, node_name=node, spec=spec)
+    built = PodWrapper(name).namespace(namespace).uid(next_uid()).labels(labels or {}).pause()
+    built.node(node).spec(spec)
     if terminating:
-        p.metadata.deletion_timestamp = "2025-01-01T00:00:00Z"
-    return p
+        built.terminating()
+    return built.obj()
 
 
 def node(name: str, labels: Mapping[str, str] | None = None, **kw: Any) -> Node:

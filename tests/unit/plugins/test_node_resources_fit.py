@@ -8,10 +8,10 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import msgspec
 import numpy as np
 import pytest
 
+from builders import NodeWrapper, req_pod
 from kubesched.api import Node, Pod
 from kubesched.config import (
     ConfigError,
@@ -62,8 +62,6 @@ EXT_RES = "abc.com/xyz"
 UNSCHED = Code.UNSCHEDULABLE
 UNRESOLVABLE = Code.UNSCHEDULABLE_AND_UNRESOLVABLE
 
-_uid = iter(range(1, 10**9))
-
 
 # --- builders ---------------------------------------------------------------------------------
 
@@ -77,53 +75,8 @@ def res(
     return out
 
 
-def pod(
-    *containers: Mapping[str, str],
-    init: Sequence[Mapping[str, str]] = (),
-    sidecars: Sequence[Mapping[str, str]] = (),
-    overhead: Mapping[str, str] | None = None,
-    pod_level: Mapping[str, str] | None = None,
-    node_name: str = "",
-    uid: str | None = None,
-    nominated: str = "",
-) -> Pod:
-    """A pod; each positional argument is one container's requests. Sidecars are restartable init
-    containers placed before the ordinary ``init`` ones."""
-    spec: dict[str, Any] = {
-        "containers": [
-            {"name": f"c{i}", "resources": {"requests": dict(r)}} for i, r in enumerate(containers)
-        ],
-        "initContainers": [
-            {"name": f"s{i}", "restartPolicy": "Always", "resources": {"requests": dict(r)}}
-            for i, r in enumerate(sidecars)
-        ]
-        + [{"name": f"i{i}", "resources": {"requests": dict(r)}} for i, r in enumerate(init)],
-        "nodeName": node_name,
-    }
-    if overhead:
-        spec["overhead"] = dict(overhead)
-    if pod_level:
-        spec["resources"] = {"requests": dict(pod_level)}
-    n = next(_uid)
-    return msgspec.convert(
-        {
-            "metadata": {"name": f"p{n}", "namespace": "default", "uid": uid or f"uid-{n}"},
-            "spec": spec,
-            "status": {"nominatedNodeName": nominated},
-        },
-        Pod,
-    )
-
-
 def node(name: str, allocatable: Mapping[str, str | int]) -> Node:
-    alloc = {k: str(v) for k, v in allocatable.items()}
-    return msgspec.convert(
-        {
-            "metadata": {"name": name, "uid": f"node-{name}"},
-            "status": {"capacity": alloc, "allocatable": alloc},
-        },
-        Node,
-    )
+    return NodeWrapper(name).uid(f"node-{name}").capacity(allocatable).obj()
 
 
 def st_node(name: str, capacity: Mapping[str, str | int]) -> Node:
@@ -214,51 +167,51 @@ ENOUGH_NODE: dict[str, str | int] = {
 IR = InsufficientResource
 
 ENOUGH_REQUESTS: list[tuple[str, Pod, Pod | None, Status | None, list[IR], dict[str, Any]]] = [
-    ("no resources requested always fits", pod(), pod(res(10, 20)), None, [], {}),
+    ("no resources requested always fits", req_pod(), req_pod(res(10, 20)), None, [], {}),
     (
         "too many resources fails",
-        pod(res(1, 1)),
-        pod(res(10, 20)),
+        req_pod(res(1, 1)),
+        req_pod(res(10, 20)),
         Status(UNSCHED, "Insufficient cpu", "Insufficient memory"),
         [IR("cpu", "Insufficient cpu", 1, 10, 10), IR("memory", "Insufficient memory", 1, 20, 20)],
         {},
     ),
     (
         "too many resources fails due to init container cpu",
-        pod(res(1, 1), init=[res(3, 1)]),
-        pod(res(8, 19)),
+        req_pod(res(1, 1), init=[res(3, 1)]),
+        req_pod(res(8, 19)),
         Status(UNSCHED, "Insufficient cpu"),
         [IR("cpu", "Insufficient cpu", 3, 8, 10)],
         {},
     ),
     (
         "too many resources fails due to highest init container cpu",
-        pod(res(1, 1), init=[res(3, 1), res(2, 1)]),
-        pod(res(8, 19)),
+        req_pod(res(1, 1), init=[res(3, 1), res(2, 1)]),
+        req_pod(res(8, 19)),
         Status(UNSCHED, "Insufficient cpu"),
         [IR("cpu", "Insufficient cpu", 3, 8, 10)],
         {},
     ),
     (
         "too many resources fails due to init container memory",
-        pod(res(1, 1), init=[res(1, 3)]),
-        pod(res(9, 19)),
+        req_pod(res(1, 1), init=[res(1, 3)]),
+        req_pod(res(9, 19)),
         Status(UNSCHED, "Insufficient memory"),
         [IR("memory", "Insufficient memory", 3, 19, 20)],
         {},
     ),
     (
         "too many resources fails due to highest init container memory",
-        pod(res(1, 1), init=[res(1, 3), res(1, 2)]),
-        pod(res(9, 19)),
+        req_pod(res(1, 1), init=[res(1, 3), res(1, 2)]),
+        req_pod(res(9, 19)),
         Status(UNSCHED, "Insufficient memory"),
         [IR("memory", "Insufficient memory", 3, 19, 20)],
         {},
     ),
     (
         "init container fits because it's the max, not sum, of containers and init containers",
-        pod(res(1, 1), init=[res(1, 1)]),
-        pod(res(9, 19)),
+        req_pod(res(1, 1), init=[res(1, 1)]),
+        req_pod(res(9, 19)),
         None,
         [],
         {},
@@ -266,187 +219,187 @@ ENOUGH_REQUESTS: list[tuple[str, Pod, Pod | None, Status | None, list[IR], dict[
     (
         "multiple init containers fit because it's the max, not sum, of containers and init "
         "containers",
-        pod(res(1, 1), init=[res(1, 1), res(1, 1)]),
-        pod(res(9, 19)),
+        req_pod(res(1, 1), init=[res(1, 1), res(1, 1)]),
+        req_pod(res(9, 19)),
         None,
         [],
         {},
     ),
-    ("both resources fit", pod(res(1, 1)), pod(res(5, 5)), None, [], {}),
+    ("both resources fit", req_pod(res(1, 1)), req_pod(res(5, 5)), None, [], {}),
     (
         "one resource memory fits",
-        pod(res(2, 1)),
-        pod(res(9, 5)),
+        req_pod(res(2, 1)),
+        req_pod(res(9, 5)),
         Status(UNSCHED, "Insufficient cpu"),
         [IR("cpu", "Insufficient cpu", 2, 9, 10)],
         {},
     ),
     (
         "one resource cpu fits",
-        pod(res(1, 2)),
-        pod(res(5, 19)),
+        req_pod(res(1, 2)),
+        req_pod(res(5, 19)),
         Status(UNSCHED, "Insufficient memory"),
         [IR("memory", "Insufficient memory", 2, 19, 20)],
         {},
     ),
-    ("equal edge case", pod(res(5, 1)), pod(res(5, 19)), None, [], {}),
+    ("equal edge case", req_pod(res(5, 1)), req_pod(res(5, 19)), None, [], {}),
     (
         "equal edge case for init container",
-        pod(res(4, 1), init=[res(5, 1)]),
-        pod(res(5, 19)),
+        req_pod(res(4, 1), init=[res(5, 1)]),
+        req_pod(res(5, 19)),
         None,
         [],
         {},
     ),
-    ("extended resource fits", pod(res(scalars={EXT_A: 1})), pod(res()), None, [], {}),
+    ("extended resource fits", req_pod(res(scalars={EXT_A: 1})), req_pod(res()), None, [], {}),
     (
         "extended resource fits for init container",
-        pod(res(), init=[res(scalars={EXT_A: 1})]),
-        pod(res()),
+        req_pod(res(), init=[res(scalars={EXT_A: 1})]),
+        req_pod(res()),
         None,
         [],
         {},
     ),
     (
         "extended resource capacity enforced",
-        pod(res(1, 1, scalars={EXT_A: 10})),
-        pod(res(0, 0, scalars={EXT_A: 0})),
+        req_pod(res(1, 1, scalars={EXT_A: 10})),
+        req_pod(res(0, 0, scalars={EXT_A: 0})),
         Status(UNRESOLVABLE, f"Insufficient {EXT_A}"),
         [IR(EXT_A, f"Insufficient {EXT_A}", 10, 0, 5, True)],
         {},
     ),
     (
         "extended resource capacity enforced for init container",
-        pod(res(), init=[res(1, 1, scalars={EXT_A: 10})]),
-        pod(res(0, 0, scalars={EXT_A: 0})),
+        req_pod(res(), init=[res(1, 1, scalars={EXT_A: 10})]),
+        req_pod(res(0, 0, scalars={EXT_A: 0})),
         Status(UNRESOLVABLE, f"Insufficient {EXT_A}"),
         [IR(EXT_A, f"Insufficient {EXT_A}", 10, 0, 5, True)],
         {},
     ),
     (
         "extended resource allocatable enforced",
-        pod(res(1, 1, scalars={EXT_A: 1})),
-        pod(res(0, 0, scalars={EXT_A: 5})),
+        req_pod(res(1, 1, scalars={EXT_A: 1})),
+        req_pod(res(0, 0, scalars={EXT_A: 5})),
         Status(UNSCHED, f"Insufficient {EXT_A}"),
         [IR(EXT_A, f"Insufficient {EXT_A}", 1, 5, 5)],
         {},
     ),
     (
         "extended resource allocatable enforced for init container",
-        pod(res(), init=[res(1, 1, scalars={EXT_A: 1})]),
-        pod(res(0, 0, scalars={EXT_A: 5})),
+        req_pod(res(), init=[res(1, 1, scalars={EXT_A: 1})]),
+        req_pod(res(0, 0, scalars={EXT_A: 5})),
         Status(UNSCHED, f"Insufficient {EXT_A}"),
         [IR(EXT_A, f"Insufficient {EXT_A}", 1, 5, 5)],
         {},
     ),
     (
         "extended resource allocatable enforced for multiple containers",
-        pod(res(1, 1, scalars={EXT_A: 3}), res(1, 1, scalars={EXT_A: 3})),
-        pod(res(0, 0, scalars={EXT_A: 2})),
+        req_pod(res(1, 1, scalars={EXT_A: 3}), res(1, 1, scalars={EXT_A: 3})),
+        req_pod(res(0, 0, scalars={EXT_A: 2})),
         Status(UNRESOLVABLE, f"Insufficient {EXT_A}"),
         [IR(EXT_A, f"Insufficient {EXT_A}", 6, 2, 5, True)],
         {},
     ),
     (
         "extended resource allocatable admits multiple init containers",
-        pod(res(), init=[res(1, 1, scalars={EXT_A: 3}), res(1, 1, scalars={EXT_A: 3})]),
-        pod(res(0, 0, scalars={EXT_A: 2})),
+        req_pod(res(), init=[res(1, 1, scalars={EXT_A: 3}), res(1, 1, scalars={EXT_A: 3})]),
+        req_pod(res(0, 0, scalars={EXT_A: 2})),
         None,
         [],
         {},
     ),
     (
         "extended resource allocatable enforced for multiple init containers",
-        pod(res(), init=[res(1, 1, scalars={EXT_A: 6}), res(1, 1, scalars={EXT_A: 3})]),
-        pod(res(0, 0, scalars={EXT_A: 2})),
+        req_pod(res(), init=[res(1, 1, scalars={EXT_A: 6}), res(1, 1, scalars={EXT_A: 3})]),
+        req_pod(res(0, 0, scalars={EXT_A: 2})),
         Status(UNRESOLVABLE, f"Insufficient {EXT_A}"),
         [IR(EXT_A, f"Insufficient {EXT_A}", 6, 2, 5, True)],
         {},
     ),
     (
         "extended resource allocatable enforced for unknown resource",
-        pod(res(1, 1, scalars={EXT_B: 1})),
-        pod(res()),
+        req_pod(res(1, 1, scalars={EXT_B: 1})),
+        req_pod(res()),
         Status(UNRESOLVABLE, f"Insufficient {EXT_B}"),
         [IR(EXT_B, f"Insufficient {EXT_B}", 1, 0, 0, True)],
         {},
     ),
     (
         "extended resource allocatable enforced for unknown resource for init container",
-        pod(res(), init=[res(1, 1, scalars={EXT_B: 1})]),
-        pod(res()),
+        req_pod(res(), init=[res(1, 1, scalars={EXT_B: 1})]),
+        req_pod(res()),
         Status(UNRESOLVABLE, f"Insufficient {EXT_B}"),
         [IR(EXT_B, f"Insufficient {EXT_B}", 1, 0, 0, True)],
         {},
     ),
     (
         "kubernetes.io resource capacity enforced",
-        pod({**res(1, 1), K8S_IO_A: "10"}),
-        pod(res()),
+        req_pod({**res(1, 1), K8S_IO_A: "10"}),
+        req_pod(res()),
         Status(UNRESOLVABLE, f"Insufficient {K8S_IO_A}"),
         [IR(K8S_IO_A, f"Insufficient {K8S_IO_A}", 10, 0, 0, True)],
         {},
     ),
     (
         "kubernetes.io resource capacity enforced for init container",
-        pod(res(), init=[{**res(1, 1), K8S_IO_B: "10"}]),
-        pod(res()),
+        req_pod(res(), init=[{**res(1, 1), K8S_IO_B: "10"}]),
+        req_pod(res()),
         Status(UNRESOLVABLE, f"Insufficient {K8S_IO_B}"),
         [IR(K8S_IO_B, f"Insufficient {K8S_IO_B}", 10, 0, 0, True)],
         {},
     ),
     (
         "hugepages resource capacity enforced",
-        pod(res(1, 1, scalars={HUGE_A: 10})),
-        pod(res(0, 0, scalars={HUGE_A: 0})),
+        req_pod(res(1, 1, scalars={HUGE_A: 10})),
+        req_pod(res(0, 0, scalars={HUGE_A: 0})),
         Status(UNRESOLVABLE, f"Insufficient {HUGE_A}"),
         [IR(HUGE_A, f"Insufficient {HUGE_A}", 10, 0, 5, True)],
         {},
     ),
     (
         "hugepages resource capacity enforced for init container",
-        pod(res(), init=[res(1, 1, scalars={HUGE_A: 10})]),
-        pod(res(0, 0, scalars={HUGE_A: 0})),
+        req_pod(res(), init=[res(1, 1, scalars={HUGE_A: 10})]),
+        req_pod(res(0, 0, scalars={HUGE_A: 0})),
         Status(UNRESOLVABLE, f"Insufficient {HUGE_A}"),
         [IR(HUGE_A, f"Insufficient {HUGE_A}", 10, 0, 5, True)],
         {},
     ),
     (
         "hugepages resource allocatable enforced for multiple containers",
-        pod(res(1, 1, scalars={HUGE_A: 3}), res(1, 1, scalars={HUGE_A: 3})),
-        pod(res(0, 0, scalars={HUGE_A: 2})),
+        req_pod(res(1, 1, scalars={HUGE_A: 3}), res(1, 1, scalars={HUGE_A: 3})),
+        req_pod(res(0, 0, scalars={HUGE_A: 2})),
         Status(UNRESOLVABLE, f"Insufficient {HUGE_A}"),
         [IR(HUGE_A, f"Insufficient {HUGE_A}", 6, 2, 5, True)],
         {},
     ),
     (
         "skip checking ignored extended resource",
-        pod(res(1, 1, scalars={EXT_B: 1})),
-        pod(res()),
+        req_pod(res(1, 1, scalars={EXT_B: 1})),
+        req_pod(res()),
         None,
         [IR(EXT_B, f"Insufficient {EXT_B}", 1, 0, 0, True)],
         {"ignored_resources": [EXT_B]},
     ),
     (
         "resources + pod overhead fits",
-        pod(res(1, 1), overhead={"cpu": "3m", "memory": "13"}),
-        pod(res(5, 5)),
+        req_pod(res(1, 1), overhead={"cpu": "3m", "memory": "13"}),
+        req_pod(res(5, 5)),
         None,
         [],
         {},
     ),
     (
         "requests + overhead does not fit for memory",
-        pod(res(1, 1), overhead={"cpu": "1m", "memory": "15"}),
-        pod(res(5, 5)),
+        req_pod(res(1, 1), overhead={"cpu": "1m", "memory": "15"}),
+        req_pod(res(5, 5)),
         Status(UNSCHED, "Insufficient memory"),
         [IR("memory", "Insufficient memory", 16, 5, 20)],
         {},
     ),
     (
         "skip checking ignored extended resource via resource groups",
-        pod({**res(1, 1), EXT_B: "1", K8S_IO_A: "1"}),
-        pod(res()),
+        req_pod({**res(1, 1), EXT_B: "1", K8S_IO_A: "1"}),
+        req_pod(res()),
         Status(UNRESOLVABLE, f"Insufficient {K8S_IO_A}"),
         [
             IR(EXT_B, f"Insufficient {EXT_B}", 1, 0, 0, True),
@@ -456,47 +409,47 @@ ENOUGH_REQUESTS: list[tuple[str, Pod, Pod | None, Status | None, list[IR], dict[
     ),
     (
         "skip checking extended resource request with quantity zero via resource groups",
-        pod(res(1, 1, scalars={EXT_A: 0})),
-        pod(res(0, 0, scalars={EXT_A: 6})),
+        req_pod(res(1, 1, scalars={EXT_A: 0})),
+        req_pod(res(0, 0, scalars={EXT_A: 6})),
         None,
         [],
         {},
     ),
     (
         "skip checking resource request with quantity zero",
-        pod(res(scalars={EXT_A: 1})),
-        pod(res(20, 30, scalars={EXT_A: 1})),
+        req_pod(res(scalars={EXT_A: 1})),
+        req_pod(res(20, 30, scalars={EXT_A: 1})),
         None,
         [],
         {},
     ),
     (
         "both pod-level and container-level resources fit",
-        pod(res(1, 1), pod_level={"cpu": "1m", "memory": "2"}),
-        pod(res(5, 5)),
+        req_pod(res(1, 1), pod_level={"cpu": "1m", "memory": "2"}),
+        req_pod(res(5, 5)),
         None,
         [],
         {},
     ),
     (
         "pod-level cpu resource not fit",
-        pod(res(1, 1), pod_level={"cpu": "7m", "memory": "2"}),
-        pod(res(5, 5)),
+        req_pod(res(1, 1), pod_level={"cpu": "7m", "memory": "2"}),
+        req_pod(res(5, 5)),
         Status(UNSCHED, "Insufficient cpu"),
         [IR("cpu", "Insufficient cpu", 7, 5, 10)],
         {},
     ),
     (
         "pod-level memory resource not fit",
-        pod(res(1, 1), pod_level={"cpu": "3m", "memory": "2"}),
-        pod(res(5, 19)),
+        req_pod(res(1, 1), pod_level={"cpu": "3m", "memory": "2"}),
+        req_pod(res(5, 19)),
         Status(UNSCHED, "Insufficient memory"),
         [IR("memory", "Insufficient memory", 2, 19, 20)],
         {},
     ),
     (
         "pod-level hugepages resource fit",
-        pod(pod_level={"cpu": "3m", "memory": "2", HUGE_A: "5"}),
+        req_pod(pod_level={"cpu": "3m", "memory": "2", HUGE_A: "5"}),
         None,
         None,
         [],
@@ -504,7 +457,9 @@ ENOUGH_REQUESTS: list[tuple[str, Pod, Pod | None, Status | None, list[IR], dict[
     ),
     (
         "both pod-level and container-level hugepages resource fit",
-        pod(res(1, 1, scalars={HUGE_A: 3}), pod_level={"cpu": "3m", "memory": "2", HUGE_A: "5"}),
+        req_pod(
+            res(1, 1, scalars={HUGE_A: 3}), pod_level={"cpu": "3m", "memory": "2", HUGE_A: "5"}
+        ),
         None,
         None,
         [],
@@ -512,7 +467,7 @@ ENOUGH_REQUESTS: list[tuple[str, Pod, Pod | None, Status | None, list[IR], dict[
     ),
     (
         "pod-level hugepages resource not fit",
-        pod(pod_level={"cpu": "3m", "memory": "2", HUGE_A: "10"}),
+        req_pod(pod_level={"cpu": "3m", "memory": "2", HUGE_A: "10"}),
         None,
         Status(UNRESOLVABLE, f"Insufficient {HUGE_A}"),
         [IR(HUGE_A, f"Insufficient {HUGE_A}", 10, 0, 5, True)],
@@ -520,16 +475,16 @@ ENOUGH_REQUESTS: list[tuple[str, Pod, Pod | None, Status | None, list[IR], dict[
     ),
     (
         "one pod-level cpu resource fits and all init and non-init containers resources fit",
-        pod(res(1, 1), init=[res(1, 1)], pod_level={"cpu": "3m", "memory": "2"}),
-        pod(res(5, 19)),
+        req_pod(res(1, 1), init=[res(1, 1)], pod_level={"cpu": "3m", "memory": "2"}),
+        req_pod(res(5, 19)),
         Status(UNSCHED, "Insufficient memory"),
         [IR("memory", "Insufficient memory", 2, 19, 20)],
         {},
     ),
     (
         "extended resource no node offers (DRA extended resources off, as by default)",
-        pod({**res(1, 1), "extended.resource.dra.io/something": "1"}),
-        pod(res()),
+        req_pod({**res(1, 1), "extended.resource.dra.io/something": "1"}),
+        req_pod(res()),
         Status(UNRESOLVABLE, "Insufficient extended.resource.dra.io/something"),
         [
             IR(
@@ -578,8 +533,8 @@ def test_filter_without_pre_filter_is_an_error() -> None:
     info = snap.get("n")
     assert info is not None
     want = Status(Code.ERROR, f'error reading "{PRE_FILTER_STATE_KEY}" from cycleState: not found')
-    assert p.filter(CycleState(), pod(), info) == want
-    verdict = p.filter_nodes(CycleState(), pod(), Nodes(snap, snap.present_slots()))
+    assert p.filter(CycleState(), req_pod(), info) == want
+    verdict = p.filter_nodes(CycleState(), req_pod(), Nodes(snap, snap.present_slots()))
     assert verdict.statuses[int(verdict.ids[0])] == want
 
 
@@ -593,38 +548,38 @@ def test_pods_of_one_request_shape_share_their_checks() -> None:
         p.pre_filter(state, incoming, nodes)
         return state.get(PRE_FILTER_STATE_KEY).checks
 
-    first = checks(pod({"cpu": "100m", "memory": "1Ki"}))
+    first = checks(req_pod({"cpu": "100m", "memory": "1Ki"}))
     assert [(c.name, c.amount) for c in first] == [("cpu", 100), ("memory", 1024)]
-    assert checks(pod({"cpu": "100m", "memory": "1Ki"})) is first
-    other = checks(pod({"cpu": "2"}))
+    assert checks(req_pod({"cpu": "100m", "memory": "1Ki"})) is first
+    other = checks(req_pod({"cpu": "2"}))
     assert [(c.name, c.amount) for c in other] == [("cpu", 2000)]
     # Still filtered by their own requests.
-    assert filter_all(p, pod({"cpu": "2"}), snap)[0] is not None
-    assert filter_all(p, pod({"cpu": "100m", "memory": "1Ki"}), snap) == [None]
+    assert filter_all(p, req_pod({"cpu": "2"}), snap)[0] is not None
+    assert filter_all(p, req_pod({"cpu": "100m", "memory": "1Ki"}), snap) == [None]
 
 
 NOT_ENOUGH = [
     (
         "even without specified resources, predicate fails when there's no space for additional "
         "pod",
-        pod(),
-        pod(res(10, 20)),
+        req_pod(),
+        req_pod(res(10, 20)),
     ),
     (
         "even if both resources fit, predicate fails when there's no space for additional pod",
-        pod(res(1, 1)),
-        pod(res(5, 5)),
+        req_pod(res(1, 1)),
+        req_pod(res(5, 5)),
     ),
     (
         "even for equal edge case, predicate fails when there's no space for additional pod",
-        pod(res(5, 1)),
-        pod(res(5, 19)),
+        req_pod(res(5, 1)),
+        req_pod(res(5, 19)),
     ),
     (
         "even for equal edge case, predicate fails when there's no space for additional pod due "
         "to init container",
-        pod(res(5, 1), init=[res(5, 1)]),
-        pod(res(5, 19)),
+        req_pod(res(5, 1), init=[res(5, 1)]),
+        req_pod(res(5, 19)),
     ),
 ]
 
@@ -639,15 +594,20 @@ def test_not_enough_requests(incoming: Pod, existing: Pod) -> None:
 
 
 STORAGE = [
-    ("empty storage requested, and pod fits", pod(res(1, 1)), pod(res(2, 10)), None),
+    ("empty storage requested, and pod fits", req_pod(res(1, 1)), req_pod(res(2, 10)), None),
     (
         "storage ephemeral local storage request exceeds allocatable",
-        pod(res(eph=25)),
-        pod(res(2, 2)),
+        req_pod(res(eph=25)),
+        req_pod(res(2, 2)),
         Status(UNRESOLVABLE, "Insufficient ephemeral-storage"),
     ),
-    ("ephemeral local storage is sufficient", pod(res(eph=5)), pod(res(2, 2, eph=10)), None),
-    ("pod fits", pod(res(eph=10)), pod(res(2, 2)), None),
+    (
+        "ephemeral local storage is sufficient",
+        req_pod(res(eph=5)),
+        req_pod(res(2, 2, eph=10)),
+        None,
+    ),
+    ("pod fits", req_pod(res(eph=10)), req_pod(res(2, 2)), None),
 ]
 
 
@@ -663,10 +623,13 @@ def test_storage_requests(incoming: Pod, existing: Pod, want: Status | None) -> 
 @pytest.mark.parametrize(
     ("incoming", "want"),
     [
-        (pod({}), None),
-        (pod({}, sidecars=[{}]), None),
-        (pod({"cpu": "1m"}, sidecars=[{"cpu": "1m"}]), None),
-        (pod({"cpu": "1m"}, sidecars=[{"cpu": "2m"}]), Status(UNRESOLVABLE, "Insufficient cpu")),
+        (req_pod({}), None),
+        (req_pod({}, sidecars=[{}]), None),
+        (req_pod({"cpu": "1m"}, sidecars=[{"cpu": "1m"}]), None),
+        (
+            req_pod({"cpu": "1m"}, sidecars=[{"cpu": "2m"}]),
+            Status(UNRESOLVABLE, "Insufficient cpu"),
+        ),
     ],
     ids=[
         "allow pod without restartable init containers",
@@ -683,18 +646,18 @@ def test_restartable_init_containers(incoming: Pod, want: Status | None) -> None
 def test_sidecar_started_before_an_init_container_adds_to_it() -> None:
     # Init container i needs its own request plus every sidecar started before it.
     snap = cluster([node("n", {"cpu": "10m", "memory": 100, "pods": 5})])
-    fitting = pod({"cpu": "1m"}, sidecars=[{"cpu": "3m"}], init=[{"cpu": "7m"}])
+    fitting = req_pod({"cpu": "1m"}, sidecars=[{"cpu": "3m"}], init=[{"cpu": "7m"}])
     assert filter_all(plugin(snap), fitting, snap) == [None]  # max(1+3, 3+7) = 10
-    over = pod({"cpu": "1m"}, sidecars=[{"cpu": "4m"}], init=[{"cpu": "7m"}])
+    over = req_pod({"cpu": "1m"}, sidecars=[{"cpu": "4m"}], init=[{"cpu": "7m"}])
     assert filter_all(plugin(snap), over, snap) == [Status(UNRESOLVABLE, "Insufficient cpu")]
 
 
 def test_node_failing_several_ways_carries_every_reason_in_order() -> None:
     snap = cluster(
         [node("n", {"cpu": "1", "memory": "1Gi", "pods": 1, "ephemeral-storage": "1Gi", EXT_A: 1})],
-        [pod(res(500, 2**29), node_name="n")],
+        [req_pod(res(500, 2**29), node_name="n")],
     )
-    incoming = pod({"cpu": "600m", "memory": "600Mi", "ephemeral-storage": "2Gi", EXT_A: "1"})
+    incoming = req_pod({"cpu": "600m", "memory": "600Mi", "ephemeral-storage": "2Gi", EXT_A: "1"})
     assert filter_all(plugin(snap), incoming, snap) == [
         Status(
             UNRESOLVABLE,
@@ -743,7 +706,7 @@ def test_failed_scheduling_message_counts_each_reason() -> None:
         snapshot=snap,
     )
     with pytest.raises(FitError) as e:
-        fw.schedule_pod(CycleState(), pod({"cpu": "2", "memory": "2Gi"}))
+        fw.schedule_pod(CycleState(), req_pod({"cpu": "2", "memory": "2Gi"}))
     assert str(e.value) == (
         "0/3 nodes are available: 1 Too many pods, 2 Insufficient cpu, 2 Insufficient memory."
     )
@@ -765,7 +728,7 @@ def req(cpu: str | None = None, memory: str | None = None, **extra: str) -> dict
 def on(
     node_name: str, *containers: Mapping[str, str], sidecars: Sequence[Mapping[str, str]] = ()
 ) -> Pod:
-    return pod(*containers, sidecars=sidecars, node_name=node_name)
+    return req_pod(*containers, sidecars=sidecars, node_name=node_name)
 
 
 NODES_4_6 = [
@@ -778,7 +741,7 @@ FIT_SCORE = [
     (
         "RequestedToCapacityRatio case1",
         strategy("RequestedToCapacityRatio", DEFAULT_RESOURCES, [(0, 10), (100, 0)]),
-        pod(req("3000", "5000")),
+        req_pod(req("3000", "5000")),
         NODES_4_6,
         EXISTING_2_1,
         [10, 32],
@@ -786,7 +749,7 @@ FIT_SCORE = [
     (
         "RequestedToCapacityRatio case2",
         strategy("RequestedToCapacityRatio", DEFAULT_RESOURCES, [(0, 0), (100, 10)]),
-        pod(req("3000", "5000")),
+        req_pod(req("3000", "5000")),
         NODES_4_6,
         EXISTING_2_1,
         [95, 68],
@@ -794,7 +757,7 @@ FIT_SCORE = [
     (
         "MostAllocated",
         strategy("MostAllocated", DEFAULT_RESOURCES),
-        pod(req("1000", "2000")),
+        req_pod(req("1000", "2000")),
         NODES_4_6,
         EXISTING_2_1,
         [67, 36],
@@ -802,7 +765,7 @@ FIT_SCORE = [
     (
         "LeastAllocated",
         strategy("LeastAllocated", DEFAULT_RESOURCES),
-        pod(req("1000", "2000")),
+        req_pod(req("1000", "2000")),
         NODES_4_6,
         EXISTING_2_1,
         [32, 63],
@@ -810,7 +773,7 @@ FIT_SCORE = [
     (
         "MostAllocated with sidecar container",
         strategy("MostAllocated", DEFAULT_RESOURCES),
-        pod(req("1000", "2000")),
+        req_pod(req("1000", "2000")),
         [
             st_node("node1", {"cpu": "4000", "memory": "10000"}),
             st_node("node2", {"cpu": "4000", "memory": "10000"}),
@@ -824,7 +787,7 @@ FIT_SCORE = [
     (
         "LeastAllocated with sidecar container",
         strategy("LeastAllocated", DEFAULT_RESOURCES),
-        pod(req("1000", "2000")),
+        req_pod(req("1000", "2000")),
         [
             st_node("node1", {"cpu": "4000", "memory": "10000"}),
             st_node("node2", {"cpu": "4000", "memory": "10000"}),
@@ -864,7 +827,7 @@ N_10_20 = [
     st_node("node1", {"cpu": "10000", "memory": "20000"}),
     st_node("node2", {"cpu": "10000", "memory": "20000"}),
 ]
-TWO_CONTAINERS = pod(req("1000", "2000"), req("2000", "3000"))
+TWO_CONTAINERS = req_pod(req("1000", "2000"), req("2000", "3000"))
 EXT_NODES = [
     st_node("node1", {"cpu": "6000", "memory": "10000"}),
     st_node("node2", {"cpu": "6000", "memory": "10000", EXT_RES: "4"}),
@@ -875,7 +838,7 @@ EXT_REQ_NODES = [
 ]
 
 LEAST = [
-    ("nothing scheduled, nothing requested", pod(), N_4_4, [], DEFAULT_RESOURCES, [100, 100]),
+    ("nothing scheduled, nothing requested", req_pod(), N_4_4, [], DEFAULT_RESOURCES, [100, 100]),
     (
         "nothing scheduled, resources requested, differently sized nodes",
         TWO_CONTAINERS,
@@ -886,7 +849,7 @@ LEAST = [
     ),
     (
         "no resources requested, pods scheduled",
-        pod(),
+        req_pod(),
         N_4_4,
         [on("node1"), on("node1"), on("node2"), on("node2")],
         DEFAULT_RESOURCES,
@@ -894,7 +857,7 @@ LEAST = [
     ),
     (
         "no resources requested, pods scheduled with resources",
-        pod(),
+        req_pod(),
         N_10_20,
         [
             on("node1", req("3000", "0")),
@@ -926,7 +889,7 @@ LEAST = [
     ),
     (
         "requested resources exceed node capacity",
-        pod(req("3000", "0")),
+        req_pod(req("3000", "0")),
         N_4_4,
         [on("node1", req("3000", "0")), on("node2", req("3000", "5000"))],
         DEFAULT_RESOURCES,
@@ -934,7 +897,7 @@ LEAST = [
     ),
     (
         "zero node resources, pods scheduled with resources",
-        pod(),
+        req_pod(),
         [st_node("node1", {}), st_node("node2", {})],
         [on("node1", req("3000", "0")), on("node2", req("3000", "5000"))],
         DEFAULT_RESOURCES,
@@ -959,7 +922,7 @@ LEAST = [
     ),
     (
         "honor extended resource if the pod requests",
-        pod({"cpu": "3000", "memory": "5000", EXT_RES: "2"}),
+        req_pod({"cpu": "3000", "memory": "5000", EXT_RES: "2"}),
         EXT_REQ_NODES,
         [],
         EXTENDED_RESOURCE_SET,
@@ -967,7 +930,7 @@ LEAST = [
     ),
     (
         "if the node doesn't have a resource",
-        pod(req("3000", "4000")),
+        req_pod(req("3000", "4000")),
         EXT_NODES,
         [],
         [(EXT_RES, 2), ("cpu", 1), ("memory", 1)],
@@ -976,7 +939,7 @@ LEAST = [
 ]
 
 MOST = [
-    ("nothing scheduled, nothing requested", pod(), N_4_4, [], DEFAULT_RESOURCES, [0, 0]),
+    ("nothing scheduled, nothing requested", req_pod(), N_4_4, [], DEFAULT_RESOURCES, [0, 0]),
     (
         "nothing scheduled, resources requested, differently sized nodes",
         TWO_CONTAINERS,
@@ -987,7 +950,7 @@ MOST = [
     ),
     (
         "no resources requested, pods scheduled with resources",
-        pod(),
+        req_pod(),
         N_10_20,
         [
             on("node1", req("3000", "0")),
@@ -1008,7 +971,7 @@ MOST = [
     ),
     (
         "resources requested equal node capacity",
-        pod(req("2000", "4000"), req("3000", "5000")),
+        req_pod(req("2000", "4000"), req("3000", "5000")),
         [
             st_node("node1", {"cpu": "5000", "memory": "10000"}),
             st_node("node2", {"cpu": "10000", "memory": "9000"}),
@@ -1027,7 +990,7 @@ MOST = [
     ),
     (
         "no resources requested, pods scheduled, nonzero request for resource",
-        pod({}),
+        req_pod({}),
         [
             st_node("node1", {"cpu": "250m", "memory": "1000Mi"}),
             st_node("node2", {"cpu": "250m", "memory": "1000Mi"}),
@@ -1046,7 +1009,7 @@ MOST = [
     ),
     (
         "honor extended resource if the pod request",
-        pod({"cpu": "3000", "memory": "5000", EXT_RES: "2"}),
+        req_pod({"cpu": "3000", "memory": "5000", EXT_RES: "2"}),
         EXT_REQ_NODES,
         [],
         EXTENDED_RESOURCE_SET,
@@ -1054,7 +1017,7 @@ MOST = [
     ),
     (
         "if the node doesn't have a resource",
-        pod(req("3000", "4000")),
+        req_pod(req("3000", "4000")),
         EXT_NODES,
         [],
         [(EXT_RES, 2), ("cpu", 1), ("memory", 1)],
@@ -1136,10 +1099,10 @@ RTCR_SHAPE = [(0, 10), (100, 0)]
 @pytest.mark.parametrize(
     ("incoming", "nodes", "existing", "want"),
     [
-        (pod(), N_4_4, [on("node1"), on("node1")], [100, 100]),
+        (req_pod(), N_4_4, [on("node1"), on("node1")], [100, 100]),
         (TWO_CONTAINERS, NODES_4_6, [on("node1"), on("node1")], [38, 50]),
         (
-            pod(),
+            req_pod(),
             NODES_4_6,
             [on("node1", req("3000", "5000")), on("node2", req("3000", "5000"))],
             [38, 50],
@@ -1213,10 +1176,10 @@ BAR = "intel.com/bar"
 @pytest.mark.parametrize(
     ("incoming", "existing", "want"),
     [
-        (pod(), [], [0, 0]),
-        (pod({FOO: "2"}), [], [2, 5]),
-        (pod({FOO: "2"}), [on("node2", {FOO: "2"})], [2, 10]),
-        (pod({FOO: "4"}), [], [5, 10]),
+        (req_pod(), [], [0, 0]),
+        (req_pod({FOO: "2"}), [], [2, 5]),
+        (req_pod({FOO: "2"}), [on("node2", {FOO: "2"})], [2, 10]),
+        (req_pod({FOO: "4"}), [], [5, 10]),
     ],
     ids=[
         "nothing scheduled, nothing requested",
@@ -1240,10 +1203,10 @@ def test_resource_bin_packing_single_extended(
 @pytest.mark.parametrize(
     ("incoming", "existing", "want"),
     [
-        (pod(), [], [0, 0]),
-        (pod({FOO: "2", BAR: "2"}), [], [4, 3]),
-        (pod({FOO: "2", BAR: "2"}), [on("node2", {FOO: "4", BAR: "2"})], [4, 7]),
-        (pod({FOO: "4", BAR: "2"}), [], [5, 5]),
+        (req_pod(), [], [0, 0]),
+        (req_pod({FOO: "2", BAR: "2"}), [], [4, 3]),
+        (req_pod({FOO: "2", BAR: "2"}), [on("node2", {FOO: "4", BAR: "2"})], [4, 7]),
+        (req_pod({FOO: "4", BAR: "2"}), [], [5, 5]),
     ],
     ids=[
         "nothing scheduled, nothing requested",
@@ -1267,17 +1230,17 @@ def test_resource_bin_packing_multiple_extended(
 @pytest.mark.parametrize(
     ("incoming", "cpu", "memory"),
     [
-        (pod(overhead={"cpu": "1", "memory": "1Mi"}), 1000, 2**20),
-        (pod({}), 100, 200 * 2**20),
-        (pod({}, {}), 200, 400 * 2**20),
-        (pod({"cpu": "1", "memory": "1Mi"}, {}), 1100, 2**20 + 200 * 2**20),
+        (req_pod(overhead={"cpu": "1", "memory": "1Mi"}), 1000, 2**20),
+        (req_pod({}), 100, 200 * 2**20),
+        (req_pod({}, {}), 200, 400 * 2**20),
+        (req_pod({"cpu": "1", "memory": "1Mi"}, {}), 1100, 2**20 + 200 * 2**20),
         (
-            pod({"cpu": "1", "memory": "1Mi"}, {}, overhead={"cpu": "1", "memory": "1Mi"}),
+            req_pod({"cpu": "1", "memory": "1Mi"}, {}, overhead={"cpu": "1", "memory": "1Mi"}),
             2100,
             2 * 2**20 + 200 * 2**20,
         ),
         (
-            pod(
+            req_pod(
                 {"cpu": "1", "memory": "1Mi"},
                 {},
                 init=[{"cpu": "3"}],
@@ -1287,12 +1250,12 @@ def test_resource_bin_packing_multiple_extended(
             2 * 2**20 + 200 * 2**20,
         ),
         (
-            pod({"cpu": "3m", "memory": "3"}, init=[{}, {"cpu": "1m", "memory": "1"}]),
+            req_pod({"cpu": "3m", "memory": "3"}, init=[{}, {"cpu": "1m", "memory": "1"}]),
             100,
             200 * 2**20,
         ),
         (
-            pod({"cpu": "3m", "memory": "3"}, {}, init=[{}, {"cpu": "1m", "memory": "1"}]),
+            req_pod({"cpu": "3m", "memory": "3"}, {}, init=[{}, {"cpu": "1m", "memory": "1"}]),
             103,
             3 + 200 * 2**20,
         ),
@@ -1330,7 +1293,7 @@ def test_default_args_are_least_allocated_on_cpu_and_memory() -> None:
     p = plugin(snap)
     assert p.strategy == "LeastAllocated"
     assert [(r.name, r.weight) for r in p.resources] == DEFAULT_RESOURCES
-    assert score_all(p, pod(req("1000", "2000")), snap) == [32, 63]
+    assert score_all(p, req_pod(req("1000", "2000")), snap) == [32, 63]
 
 
 def test_unknown_strategy_is_rejected() -> None:
@@ -1352,7 +1315,7 @@ def test_huge_allocatable_takes_the_exact_integer_path() -> None:
         node("b", {"cpu": "4", "memory": big - 12345, "pods": 10}),
     ]
     snap = cluster(nodes, [on("a", {"cpu": "1", "memory": str(big // 3)})])
-    incoming = pod({"cpu": "1", "memory": str(big // 7)})
+    incoming = req_pod({"cpu": "1", "memory": str(big // 7)})
     for kind, shape in (
         ("LeastAllocated", ()),
         ("MostAllocated", ()),
@@ -1370,7 +1333,7 @@ def test_huge_allocatable_is_exact_where_float64_is_not() -> None:
     # 2**54 + 1 of 2**55 bytes requested: (2**54 - 1) * 100 // 2**55 = 49, while float64
     # rounds 2**54 + 1 to 2**54 and would give 50.
     snap = cluster([node("a", {"cpu": "4", "memory": 2**55, "pods": 10})])
-    incoming = pod({"memory": str(2**54 + 1)})
+    incoming = req_pod({"memory": str(2**54 + 1)})
     p = plugin(snap, strategy("LeastAllocated", [("memory", 1)]))
     assert score_all(p, incoming, snap) == [49]
 
@@ -1382,7 +1345,7 @@ def test_many_requested_resources_intern_through_unique() -> None:
         for j in range(9)
     ]
     snap = cluster(nodes)
-    incoming = pod({r: str(1 + i % 2) for i, r in enumerate(names)})
+    incoming = req_pod({r: str(1 + i % 2) for i, r in enumerate(names)})
     got = filter_all(plugin(snap), incoming, snap)
     assert got[0] == Status(UNRESOLVABLE, *(f"Insufficient {r}" for r in names))
     assert got[1] == Status(UNRESOLVABLE, *(f"Insufficient {r}" for r in names[1::2]))
@@ -1403,22 +1366,22 @@ def test_events_to_register() -> None:
 
 def cpu_pod(cpu: str, *, name_uid: str = "", node_name: str = "", level: bool = False) -> Pod:
     if level:
-        return pod(pod_level={"cpu": cpu}, uid=name_uid or None, node_name=node_name)
-    return pod({"cpu": cpu}, uid=name_uid or None, node_name=node_name)
+        return req_pod(pod_level={"cpu": cpu}, uid=name_uid or None, node_name=node_name)
+    return req_pod({"cpu": cpu}, uid=name_uid or None, node_name=node_name)
 
 
 QUEUE = QueueingHint.QUEUE
 SKIP = QueueingHint.SKIP
 
 POD_HINTS: list[tuple[str, Pod, Any, Any, QueueingHint]] = [
-    ("backoff-wrong-old-object", pod(), "not-a-pod", None, QUEUE),
-    ("backoff-wrong-new-object", pod(), None, "not-a-pod", QUEUE),
+    ("backoff-wrong-old-object", req_pod(), "not-a-pod", None, QUEUE),
+    ("backoff-wrong-new-object", req_pod(), None, "not-a-pod", QUEUE),
     ("queue-on-other-pod-deleted", cpu_pod("1"), cpu_pod("1", node_name="fake"), None, QUEUE),
-    ("skip-queue-on-unscheduled-pod-deleted", pod(), pod(), None, SKIP),
+    ("skip-queue-on-unscheduled-pod-deleted", req_pod(), req_pod(), None, SKIP),
     (
         "queue-on-nominated-pod-deleted",
         cpu_pod("1"),
-        pod({"cpu": "1"}, nominated="fake"),
+        req_pod({"cpu": "1"}, nominated="fake"),
         None,
         QUEUE,
     ),
@@ -1432,15 +1395,15 @@ POD_HINTS: list[tuple[str, Pod, Any, Any, QueueingHint]] = [
     (
         "skip-queue-on-other-pod-unrelated-resource-scaled-down",
         cpu_pod("1", name_uid="pod1"),
-        pod({"memory": "2"}, uid="pod2", node_name="fake"),
-        pod({"memory": "1"}, uid="pod2", node_name="fake"),
+        req_pod({"memory": "2"}, uid="pod2", node_name="fake"),
+        req_pod({"memory": "1"}, uid="pod2", node_name="fake"),
         SKIP,
     ),
     (
         "skip-queue-on-other-pod-unrelated-pod-level-resource-scaled-down",
         cpu_pod("1", name_uid="pod1", level=True),
-        pod(pod_level={"memory": "2"}, uid="pod2", node_name="fake"),
-        pod(pod_level={"memory": "1"}, uid="pod2", node_name="fake"),
+        req_pod(pod_level={"memory": "2"}, uid="pod2", node_name="fake"),
+        req_pod(pod_level={"memory": "1"}, uid="pod2", node_name="fake"),
         SKIP,
     ),
     (
@@ -1483,21 +1446,21 @@ def test_is_schedulable_after_pod_event(
     assert plugin().is_schedulable_after_pod_event(target, old, new) == want
 
 
-MEM2_A1 = pod({"memory": "2", EXT_A: "1"})
+MEM2_A1 = req_pod({"memory": "2", EXT_A: "1"})
 
 NODE_HINTS: list[tuple[str, Pod, Any, Any, QueueingHint]] = [
-    ("backoff-wrong-new-object", pod(), None, "not-a-node", QUEUE),
-    ("backoff-wrong-old-object", pod(), "not-a-node", st_node("n", {}), QUEUE),
+    ("backoff-wrong-new-object", req_pod(), None, "not-a-node", QUEUE),
+    ("backoff-wrong-old-object", req_pod(), "not-a-node", st_node("n", {}), QUEUE),
     (
         "skip-queue-on-node-add-without-sufficient-resources",
-        pod({"memory": "2"}),
+        req_pod({"memory": "2"}),
         None,
         st_node("n", {"memory": "1"}),
         SKIP,
     ),
     (
         "skip-queue-on-node-add-without-required-resource-type",
-        pod({EXT_A: "1"}),
+        req_pod({EXT_A: "1"}),
         None,
         st_node("n", {EXT_B: "1"}),
         SKIP,
@@ -1552,13 +1515,13 @@ def test_is_schedulable_after_node_change(
 @pytest.mark.parametrize(
     ("incoming", "n", "want"),
     [
-        (pod(), None, False),
-        (pod({"cpu": "2"}), st_node("n", {"cpu": "1"}), False),
-        (pod({"cpu": "1"}), st_node("n", {"cpu": "2"}), True),
-        (pod(pod_level={"cpu": "2"}), st_node("n", {"cpu": "1"}), False),
-        (pod(pod_level={"cpu": "2"}), st_node("n", {"cpu": "2"}), True),
-        (pod(pod_level={HUGE_A: "2Mi"}), st_node("n", {HUGE_A: "2Mi"}), True),
-        (pod(pod_level={HUGE_A: "4Mi"}), st_node("n", {HUGE_A: "2Mi"}), False),
+        (req_pod(), None, False),
+        (req_pod({"cpu": "2"}), st_node("n", {"cpu": "1"}), False),
+        (req_pod({"cpu": "1"}), st_node("n", {"cpu": "2"}), True),
+        (req_pod(pod_level={"cpu": "2"}), st_node("n", {"cpu": "1"}), False),
+        (req_pod(pod_level={"cpu": "2"}), st_node("n", {"cpu": "2"}), True),
+        (req_pod(pod_level={HUGE_A: "2Mi"}), st_node("n", {HUGE_A: "2Mi"}), True),
+        (req_pod(pod_level={HUGE_A: "4Mi"}), st_node("n", {HUGE_A: "2Mi"}), False),
     ],
     ids=[
         "nil node",
@@ -1578,43 +1541,43 @@ def test_is_fit(incoming: Pod, n: Node | None, want: bool) -> None:
     ("incoming", "before", "after", "want"),
     [
         (
-            pod(res()),
+            req_pod(res()),
             {"pods": "1", "cpu": "1", "memory": "1", "ephemeral-storage": "1", EXT_A: "1"},
             {"pods": "1", "cpu": "2", "memory": "2", "ephemeral-storage": "2", EXT_A: "2"},
             False,
         ),
         (
-            pod(res()),
+            req_pod(res()),
             {"pods": "1", "cpu": "1", "memory": "1", "ephemeral-storage": "1", EXT_A: "1"},
             {"pods": "2", "cpu": "1", "memory": "1", "ephemeral-storage": "1", EXT_A: "1"},
             True,
         ),
         (
-            pod(res(2, 2, 2, scalars={EXT_A: 2})),
+            req_pod(res(2, 2, 2, scalars={EXT_A: 2})),
             {"cpu": "1", "memory": "2", "ephemeral-storage": "3"},
             {"cpu": "1", "memory": "2", "ephemeral-storage": "1"},
             False,
         ),
         (
-            pod(res(2, 2, 2, scalars={EXT_A: 2})),
+            req_pod(res(2, 2, 2, scalars={EXT_A: 2})),
             {"cpu": "1", "memory": "2", "ephemeral-storage": "3", EXT_A: "4"},
             {"cpu": "1", "memory": "2", "ephemeral-storage": "1", EXT_A: "1"},
             False,
         ),
         (
-            pod(res(2, 2, 2, scalars={EXT_A: 2})),
+            req_pod(res(2, 2, 2, scalars={EXT_A: 2})),
             {"cpu": "1", "memory": "2", "ephemeral-storage": "3", EXT_A: "4"},
             {"cpu": "3", "memory": "4", "ephemeral-storage": "3", EXT_A: "4"},
             True,
         ),
         (
-            pod(res(2, 2)),
+            req_pod(res(2, 2)),
             {"cpu": "1", "memory": "2", "ephemeral-storage": "3", EXT_A: "4"},
             {"cpu": "1", "memory": "2", "ephemeral-storage": "1", EXT_A: "1"},
             False,
         ),
         (
-            pod(res(2, 2)),
+            req_pod(res(2, 2)),
             {"cpu": "1", "memory": "2", "ephemeral-storage": "3", EXT_A: "4"},
             {"cpu": "1", "memory": "2", "ephemeral-storage": "5", EXT_A: "6"},
             False,
@@ -1664,7 +1627,7 @@ def random_pod(rng: random.Random, node_name: str = "", scale: float = 1.0) -> P
     init = [random_requests(rng, scale) for _ in range(rng.randint(0, 2))]
     overhead = {"cpu": "50m", "memory": "10Mi"} if rng.random() < 0.1 else None
     level = {"cpu": f"{rng.randint(1, 2000)}m"} if rng.random() < 0.1 else None
-    return pod(
+    return req_pod(
         *containers,
         sidecars=sidecars,
         init=init,
@@ -1761,10 +1724,10 @@ def test_vectorized_filter_over_a_subset_of_slots() -> None:
 
 def test_filter_per_node_on_node_info_directly() -> None:
     info = NodeInfo(name="x", slot=0, allocatable={"cpu": 1000, "memory": 100, "pods": 2})
-    info.add_pod(PodInfo.of(pod({"cpu": "600m"})))
+    info.add_pod(PodInfo.of(req_pod({"cpu": "600m"})))
     p = plugin()
     state = CycleState()
-    incoming = pod({"cpu": "500m"})
+    incoming = req_pod({"cpu": "500m"})
     p.pre_filter(state, incoming, Nodes(Snapshot(), np.zeros(0, dtype=np.int64)))
     assert p.filter(state, incoming, info) == Status(UNSCHED, "Insufficient cpu")
 

@@ -8,7 +8,7 @@ from typing import Any, cast
 import pytest
 
 from builders import make_node, make_pod
-from kubesched.api import Node, Pod
+from kubesched.api import Pod
 from kubesched.framework import (
     ActionType,
     ClusterEvent,
@@ -93,22 +93,22 @@ def test_events_to_register() -> None:
     assert all(e.hint is not None for e in PLUGIN.events_to_register())
 
 
-def node(unschedulable: bool) -> Node:
-    return make_node("n", unschedulable=unschedulable)
+CORDONED = make_node("n", unschedulable=True)
+SCHEDULABLE = make_node("n")
 
 
 @pytest.mark.parametrize(
     ("old", "new", "want"),
     [
         pytest.param(None, "not-a-node", QueueingHint.QUEUE, id="backoff-wrong-new-object"),
-        pytest.param("not-a-node", node(False), QueueingHint.QUEUE, id="backoff-wrong-old-object"),
+        pytest.param("not-a-node", SCHEDULABLE, QueueingHint.QUEUE, id="backoff-wrong-old-object"),
         pytest.param(
-            None, node(True), QueueingHint.SKIP, id="skip-queue-on-unschedulable-node-added"
+            None, CORDONED, QueueingHint.SKIP, id="skip-queue-on-unschedulable-node-added"
         ),
-        pytest.param(None, node(False), QueueingHint.QUEUE, id="queue-on-schedulable-node-added"),
-        pytest.param(node(True), node(False), QueueingHint.QUEUE, id="queue-on-node-uncordoned"),
-        pytest.param(node(False), node(False), QueueingHint.SKIP, id="skip-unrelated-change"),
-        pytest.param(node(False), node(True), QueueingHint.SKIP, id="skip-node-cordoned"),
+        pytest.param(None, SCHEDULABLE, QueueingHint.QUEUE, id="queue-on-schedulable-node-added"),
+        pytest.param(CORDONED, SCHEDULABLE, QueueingHint.QUEUE, id="queue-on-node-uncordoned"),
+        pytest.param(SCHEDULABLE, SCHEDULABLE, QueueingHint.SKIP, id="skip-unrelated-change"),
+        pytest.param(SCHEDULABLE, CORDONED, QueueingHint.SKIP, id="skip-node-cordoned"),
     ],
 )
 def test_node_change_hint(old: Any, new: Any, want: QueueingHint) -> None:

@@ -10,7 +10,7 @@ import msgspec
 import pytest
 from test_inter_pod_affinity_builders import Handle, all_nodes, exists, node_statuses, sel, snapshot
 
-from builders import make_node, make_pod
+from builders import PodWrapper, make_node, make_pod, next_uid
 from kubesched.api import LabelSelector, Node, Pod
 from kubesched.config import ConfigError
 from kubesched.framework import (
@@ -77,26 +77,26 @@ def spod(
     owner: tuple[str, str, str] | None = None,
     tolerations: Sequence[Json] = (),
 ) -> Pod:
-    spec: Json = {}
+    built = (
+        PodWrapper(name)
+        .namespace(namespace)
+        .uid(next_uid())
+        .labels(labels or {})
+        .pause()
+        .node(node)
+        .tolerations(tolerations)
+    )
     if constraints:
-        spec["topologySpreadConstraints"] = list(constraints)
+        built.spec({"topologySpreadConstraints": list(constraints)})
     if node_selector is not None:
-        spec["nodeSelector"] = dict(node_selector)
+        built.node_selector(node_selector)
     if node_affinity is not None:
-        spec["affinity"] = {"nodeAffinity": node_affinity}
-    if tolerations:
-        spec["tolerations"] = list(tolerations)
-    p = make_pod(name, namespace=namespace, labels=labels, node_name=node, spec=spec)
+        built.affinity({"nodeAffinity": node_affinity})
     if terminating:
-        p.metadata.deletion_timestamp = "2025-01-01T00:00:00Z"
+        built.terminating()
     if owner is not None:
-        api_version, kind, owner_name = owner
-        p.metadata.owner_references = msgspec.convert(
-            [{"apiVersion": api_version, "kind": kind, "name": owner_name, "controller": True}],
-            list[Any],
-        )
-        p = msgspec.convert(msgspec.to_builtins(p), Pod)
-    return p
+        built.owner(*owner)
+    return built.obj()
 
 
 def node_in(key: str, *values: str) -> Json:

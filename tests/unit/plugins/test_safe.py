@@ -11,11 +11,10 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-import msgspec
 import numpy as np
 import pytest
 
-from builders import make_pod
+from builders import NodeWrapper, make_pod
 from kubesched.api import Node, Pod
 from kubesched.config import ConfigError
 from kubesched.framework import (
@@ -48,27 +47,18 @@ from kubesched.plugins.safe import (
 GI = 1 << 30
 
 
+CAPACITY = {"cpu": "4", "memory": "8Gi", "pods": "110"}
+
+
 class _Handle:
     def __init__(self, snapshot: Snapshot, profile_name: str = "test") -> None:
         self.snapshot = snapshot
         self.profile_name = profile_name
 
 
-def node(
-    name: str,
-    annotations: Mapping[str, str] | None = None,
-    *,
-    cpu: str = "4",
-    memory: str = "8Gi",
-) -> Node:
-    allocatable = {"cpu": cpu, "memory": memory, "pods": "110"}
-    return msgspec.convert(
-        {
-            "metadata": {"name": name, "annotations": dict(annotations or {})},
-            "status": {"allocatable": allocatable, "capacity": allocatable},
-        },
-        Node,
-    )
+def node(name: str, annotations: Mapping[str, str] | None = None) -> Node:
+    """A 4-CPU node carrying SafeOverload's annotations."""
+    return NodeWrapper(name).annotations(annotations or {}).capacity(CAPACITY).obj()
 
 
 def snapshot_of(*nodes: Node) -> Snapshot:

@@ -10,9 +10,10 @@ import pytest
 from kubesched.api import PersistentVolume, PersistentVolumeClaim
 from kubesched.config import default_config
 from kubesched.framework import Snapshot
+from kubesched.kube import Conflict
 from kubesched.plugins import default_registry
 from kubesched.simulate import SimulationResult, load_text, simulate
-from kubesched.simulate._storage import ConflictError, MemoryStorage, feed
+from kubesched.simulate._storage import MemoryStorage, feed
 
 MANIFESTS = """
 kind: Node
@@ -152,5 +153,5 @@ def test_memory_storage_binds_and_provisions() -> None:
     assert pv.spec.claim_ref.uid == "provisioned-uid"
     # A stale resourceVersion is a conflict, as on the API server.
     stale = {"metadata": {"resourceVersion": "old"}, "spec": {"claimRef": None}}
-    with pytest.raises(ConflictError, match="the object has been modified"):
+    with pytest.raises(Conflict, match="the object has been modified"):
         asyncio.run(storage.patch_persistent_volume("local-b", stale))

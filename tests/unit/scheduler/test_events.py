@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import msgspec
 
-from builders import make_node
-from kubesched.api import Node
+from builders import make_node, make_pod
+from kubesched.api import Node, Pod
 from kubesched.framework import ActionType, ClusterEvent
 from kubesched.scheduler._events import (
     EVENT_FORCE_ACTIVATE,
@@ -14,6 +14,7 @@ from kubesched.scheduler._events import (
     event_label,
     event_matches,
     node_scheduling_properties_change,
+    pod_scheduling_properties_change,
 )
 
 
@@ -76,3 +77,14 @@ def test_labels_as_kube_scheduler_names_them() -> None:
     assert event_label(EVENT_FORCE_ACTIVATE) == "ForceActivate"
     # The label does not take part in matching.
     assert EVENT_FORCE_ACTIVATE == EVENT_WILDCARD
+
+
+def test_a_claim_named_in_a_pods_status_is_its_own_event() -> None:
+    pod = make_pod("p")
+    raw = msgspec.to_builtins(pod)
+    raw["status"]["resourceClaimStatuses"] = [{"name": "gpu", "resourceClaimName": "p-gpu-x1"}]
+    claimed = msgspec.convert(raw, Pod)
+    events = pod_scheduling_properties_change(claimed, pod)
+    assert events == [
+        ClusterEvent("UnschedulablePod", ActionType.UPDATE_POD_GENERATED_RESOURCE_CLAIM)
+    ]

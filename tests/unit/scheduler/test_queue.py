@@ -22,16 +22,18 @@ from kubesched.framework import (
     QueueingHint,
     Status,
 )
-from kubesched.scheduler._queue import (
-    ACTIVE,
-    BACKOFF,
+from kubesched.scheduler._events import (
     EVENT_ASSIGNED_POD_ADD,
     EVENT_WILDCARD,
+    event_matches,
+    pod_scheduling_properties_change,
+)
+from kubesched.scheduler._scheduling_queue import (
+    ACTIVE,
+    BACKOFF,
     GATED,
     UNSCHEDULABLE,
     SchedulingQueue,
-    event_matches,
-    pod_scheduling_properties_change,
 )
 
 NODE_ADD = ClusterEvent("Node", ActionType.ADD)
@@ -498,13 +500,14 @@ def test_in_flight_events_are_pruned_when_attempts_end() -> None:
     for _ in range(300):
         q.move_all_to_active_or_backoff(NODE_ADD)
     b = pop(q)
-    assert len(q._events) == 300
+    active_q = q._active_q
+    assert len(active_q._events) == 300
     q.done(uid(a.pod))
     # Every event predates the only attempt left: none is kept, and none counts for it.
-    assert q._events[q._events_head :] == []
+    assert active_q._events[active_q._events_head :] == []
     fail(q, b, "Fit")
     assert q.where(uid(late)) == UNSCHEDULABLE
-    assert q._events == []
+    assert active_q._events == []
 
 
 def test_update_while_in_flight_is_kept_and_returns_the_latest_pod() -> None:
@@ -1029,3 +1032,97 @@ def test_no_pod_is_ever_lost_or_duplicated(pop_from_backoff: bool) -> None:
     while (qpi := q.try_pop()) is not None:
         out.add(uid(qpi.pod))
     assert out == live.keys()
+
+
+# --- observability: scheduler_queue_incoming_pods_total and the move log --------------------
+
+
+def test_incoming_pods_are_counted_per_queue_and_event() -> None:
+    clock = FakeClock()
+    incoming: dict[str, dict[str, int]] = {}
+    q = make_queue(clock, pop_from_backoff=False, incoming_pods_metric=incoming)
+    pod = make_pod("p")
+    q.add(pod)
+    fail(q, pop(q), "Fit")
+    q.move_all_to_active_or_backoff(NODE_ADD)  # still backing off
+    clock.step(5)
+    q.flush_backoff_completed()
+    fail(q, pop(q), "Fit")
+    clock.step(400)
+    q.flush_unschedulable_leftover()
+    fail(q, pop(q), "Taints")
+    q.activate([pod])
+    gated = make_pod("gated", spec={"schedulingGates": [{"name": "g"}]})
+    q.add(gated)
+    q.update(None, make_pod("unknown"))
+    assert incoming == {
+        ACTIVE: {
+            "UnschedulablePodAdd": 1,
+            "BackoffComplete": 1,
+            "UnschedulableTimeout": 1,
+            "ForceActivate": 1,
+            "UnschedulablePodUpdate": 1,
+        },
+        BACKOFF: {"NodeAdd": 1},
+        UNSCHEDULABLE: {"ScheduleAttemptFailure": 3, "UnschedulablePodAdd": 1},
+    }
+
+
+def test_pops_from_backoffq_are_counted() -> None:
+    incoming: dict[str, dict[str, int]] = {}
+    q = make_queue(FakeClock(), incoming_pods_metric=incoming)
+    q.add(make_pod("p"))
+    qpi = pop(q)
+    q.move_all_to_active_or_backoff(NODE_ADD)
+    fail(q, qpi, "Fit")  # NodeAdd arrived in flight: to backoffQ
+    assert q.where(uid(qpi.pod)) == BACKOFF
+    pop(q)
+    assert incoming == {
+        ACTIVE: {"UnschedulablePodAdd": 1, "PopFromBackoffQ": 1},
+        BACKOFF: {"ScheduleAttemptFailure": 1},
+        UNSCHEDULABLE: {},
+    }
+
+
+def test_an_update_that_moves_nothing_counts_nothing() -> None:
+    incoming: dict[str, dict[str, int]] = {}
+    q = make_queue(FakeClock(), incoming_pods_metric=incoming)
+    pod = make_pod("p")
+    q.add(pod)
+    fail(q, pop(q), "Fit")
+    before = {queue: dict(counts) for queue, counts in incoming.items()}
+    q.update(pod, relabel(pod, tier="web"))  # "Fit" registered no pod event
+    assert q.where(uid(pod)) == UNSCHEDULABLE
+    assert incoming == before
+
+
+def test_each_move_is_logged_with_its_event_and_the_plugin_whose_hint_queued_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = FakeClock()
+    q = make_queue(clock, pop_from_backoff=False)
+    pod = make_pod("p")
+    q.add(pod)
+    qpi = pop(q)
+    caplog.set_level("DEBUG", logger="kubesched.scheduler._scheduling_queue")
+    fail(q, qpi, "Fit", "Taints")
+    clock.step(60)
+    q.move_all_to_active_or_backoff(NODE_LABEL)  # registered by "Fit" alone
+    moves = [r.getMessage() for r in caplog.records if "internal scheduling queue" in r.message]
+    assert moves == [
+        "Pod moved to an internal scheduling queue pod=default/p event=ScheduleAttemptFailure "
+        "queue=unschedulable plugin=-",
+        "Pod moved to an internal scheduling queue pod=default/p event=NodeUpdateNodeLabel "
+        "queue=active plugin=Fit",
+    ]
+
+
+def test_a_pod_in_flight_enters_no_sub_queue(caplog: pytest.LogCaptureFixture) -> None:
+    q = make_queue(FakeClock())
+    pod = make_pod("p")
+    q.add(pod)
+    qpi = pop(q)
+    q._enter(qpi, q._active_q, "Test", "")
+    assert q.where(uid(pod)) == "in-flight"
+    assert q.try_pop() is None
+    assert "pod default/p is in flight; not queued in active" in caplog.text

@@ -3,8 +3,13 @@ labelled children are reused."""
 
 from __future__ import annotations
 
-from kubesched.framework import Code
-from kubesched.scheduler import SchedulerMetrics
+from prometheus_client import generate_latest
+
+from builders import make_pod
+from kubesched.config import default_config
+from kubesched.framework import Code, Snapshot, build_frameworks
+from kubesched.plugins import default_registry
+from kubesched.scheduler import SchedulerMetrics, SchedulingQueue, new_scheduler
 
 
 def value(m: SchedulerMetrics, name: str, **labels: str) -> float | None:
@@ -62,3 +67,43 @@ def test_pending_pods_follow_the_latest_counts() -> None:
     m.set_pending({"active": 0, "backoff": 2})
     assert value(m, "scheduler_pending_pods", queue="active") == 0
     assert value(m, "scheduler_pending_pods", queue="backoff") == 2
+
+
+def test_queue_incoming_pods_are_counted_per_queue_and_event() -> None:
+    m = SchedulerMetrics()
+    q = SchedulingQueue(less=lambda a, b: False, incoming_pods_metric=m.queue_incoming_pods)
+    name = "scheduler_queue_incoming_pods_total"
+    assert value(m, name, queue="active", event="UnschedulablePodAdd") is None
+    q.add(make_pod("a"))
+    q.add(make_pod("b"))
+    qpi = q.try_pop()
+    assert qpi is not None
+    q.add_unschedulable_if_not_present(qpi, q.scheduling_cycle)  # an error: to backoffQ
+    assert value(m, name, queue="active", event="UnschedulablePodAdd") == 2
+    assert value(m, name, queue="backoff", event="ScheduleAttemptFailure") == 1
+    assert value(m, name, queue="unschedulable", event="ScheduleAttemptFailure") is None
+    text = generate_latest(m.registry).decode()
+    assert "# TYPE scheduler_queue_incoming_pods_total counter" in text
+
+
+def test_schedulers_put_together_count_their_queue_moves() -> None:
+    m = SchedulerMetrics()
+    snapshot = Snapshot()
+    config = default_config()
+    frameworks = build_frameworks(config, default_registry(), snapshot, metrics=m)
+    scheduler = new_scheduler(config, frameworks, snapshot, _NoWrites(), metrics=m)
+    scheduler.queue.add(make_pod("p"))
+    assert (
+        value(m, "scheduler_queue_incoming_pods_total", queue="active", event="UnschedulablePodAdd")
+        == 1
+    )
+
+
+class _NoWrites:
+    def scheduled(self, pod: object, node: str, profile: str) -> None:
+        raise AssertionError("nothing is scheduled here")
+
+    def failed(
+        self, pod: object, reason: str, message: str, profile: str, nominated_node: str | None
+    ) -> None:
+        raise AssertionError("nothing fails here")

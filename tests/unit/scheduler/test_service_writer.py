@@ -16,6 +16,9 @@ class _SlowFirstPatch:
         self.patches: list[dict[str, Any]] = []
         self.calls = 0
 
+    def with_own_limiter(self) -> _SlowFirstPatch:
+        return self
+
     async def patch(self, path: str, body: Any, *, patch_type: str) -> Any:
         self.calls += 1
         if self.calls == 1:

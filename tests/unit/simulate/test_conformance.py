@@ -3,7 +3,8 @@
 The expectations (``expected.yaml``) were recorded from kube-scheduler on a real apiserver by
 ``tests/conformance/regenerate.py``; see docs/simulate.md. Each pod is compared on its node; a
 pod left without one on its reason and FailedScheduling message; a pod bound after preempting on
-its nominated node and its victims. Each scenario is simulated with a few
+its nominated node and its victims; a pod with resource claims on the devices allocated to
+them. Each scenario is simulated with a few
 seeds: a tie between top-scored nodes would make kube-scheduler's recorded choice a coin toss, so
 a scenario must make the best node unique, and a seed-dependent result fails here.
 """
@@ -44,6 +45,12 @@ def _known() -> dict[tuple[str, str], str]:
 
 @functools.cache
 def _simulated(name: str, seed: int) -> dict[str, PodResult]:
+    return _run(name, seed)[0]
+
+
+@functools.cache
+def _run(name: str, seed: int) -> tuple[dict[str, PodResult], dict[str, dict[str, list[str]]]]:
+    """The pods' results, and per pod with resource claims the devices allocated to each."""
     directory = SCENARIOS / name
     config_path = directory / "config.yaml"
     if not config_path.exists():
@@ -53,7 +60,23 @@ def _simulated(name: str, seed: int) -> dict[str, PodResult]:
     inputs = load_inputs([directory / "manifests.yaml"])
     assert not inputs.issues, [str(i) for i in inputs.issues]
     result = asyncio.run(simulate(inputs, config, registry, seed=seed))
-    return {p.key: p for p in result.pods}
+    claims = {(c.metadata.namespace, c.metadata.name): c for c in result.resource_claims}
+    devices: dict[str, dict[str, list[str]]] = {}
+    for pod in inputs.pods:
+        made = {s.name: s.resource_claim_name for s in pod.status.resource_claim_statuses}
+        per_claim = {}
+        for pc in pod.spec.resource_claims:
+            claim = claims.get(
+                (pod.metadata.namespace, pc.resource_claim_name or made.get(pc.name) or "")
+            )
+            allocation = claim.status.allocation if claim is not None else None
+            if allocation is not None:
+                per_claim[pc.name] = [
+                    f"{r.request}: {r.driver}/{r.pool}/{r.device}"
+                    for r in allocation.devices.results
+                ]
+        devices[pod.key] = per_claim
+    return {p.key: p for p in result.pods}, devices
 
 
 def _cases() -> list[Any]:
@@ -80,6 +103,9 @@ def test_pod_as_kube_scheduler_decided(scenario: str, expected: dict[str, Any]) 
             assert got.reason == expected["reason"], where
             if "message" in expected:
                 assert got.message == expected["message"], where
+        # A pod with resource claims: the devices DynamicResources allocated to each claim.
+        if "devices" in expected:
+            assert _run(scenario, seed)[1][expected["pod"]] == expected["devices"], where
 
 
 @pytest.mark.parametrize("scenario", _scenario_names())
@@ -127,5 +153,6 @@ def test_every_default_plugin_is_covered() -> None:
         "volume-zone",
         "node-volume-limits",
         "volume-restrictions",
+        "dynamic-resources",
     ):
         assert needed in names

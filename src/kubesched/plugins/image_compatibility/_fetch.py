@@ -33,14 +33,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kubesched.api import Pod
-from kubesched.plugins.image_compatibility._registry import (
+from kubesched.plugins.image_compatibility._credentials import (
     Credential,
-    ImageReference,
-    RegistryClient,
-    RegistryError,
     credentials_from_secrets,
-    parse_image_reference,
 )
+from kubesched.plugins.image_compatibility._reference import ImageReference, parse_image_reference
+from kubesched.plugins.image_compatibility._registry import RegistryClient, RegistryError
 from kubesched.plugins.image_compatibility._spec import CompatibilitySpec, SpecError, decode_spec
 
 log = logging.getLogger(__name__)

@@ -1,77 +1,9 @@
 """NodeFeatureGroup mode: nfd-master evaluates the compatibility sets, the plugin reads nodes.
 
-In this mode (``mode: NodeFeatureGroup``) the plugin does not evaluate a compatibility spec
-itself. For every compatibility set it needs, a :class:`NodeFeatureGroups` controller keeps one
-``NodeFeatureGroup`` (``nfd.k8s-sigs.io/v1alpha1``) in nfd-master's namespace; nfd-master
-evaluates it over the nodes' ``NodeFeature`` objects and writes the matching nodes to
-``status.nodes``, which the controller reads back. All API traffic happens in a background task:
-the scheduling cycle only calls the two synchronous methods, which read and write memory.
-``request`` (and ``start``, ``aclose``) belong to the event loop the task runs on: from another
-thread, hand them to it (``loop.call_soon_threadsafe``); ``nodes_for`` may be called from any
-thread.
-
-Interface for the plugin::
-
-    groups = NodeFeatureGroups(client, namespace=args.nfd_namespace, owner=handle.profile_name)
-    groups.start()                       # in the plugin's start-up, on the running event loop
-    ...
-    # PreFilter, for each compatibility set i of a spec whose digest is d:
-    groups.request(d, i, spec_set.rules) # cheap, idempotent (on the task's loop)
-    nodes = groups.nodes_for(d, i)       # frozenset of node names, or None: not evaluated yet
-    ...
-    await groups.aclose()                # on shutdown: stops the task, deletes every group
-
-- ``client`` is the front end's API client when it is a :class:`CustomObjectsAPIClient`
-  (``handle.client``; check with ``isinstance``). Without one (``simulate``) this mode cannot
-  run: use the in-process mode.
-- ``request(spec_digest, set_index, rules)``: ``rules`` is the set's ``rules`` list, as NFD
-  ``GroupRule`` objects (plain JSON mappings, or ``msgspec`` structs that encode to NFD's JSON).
-  It marks the group used now; a group nobody asked for during ``ttl`` seconds is deleted.
-  Calling it again for the same key is free (the rules are not looked at again). A set no
-  group can express raises :class:`UnsupportedRules` (the first time): evaluate it in process;
-  ``conjunction(rules)`` tells beforehand, from any thread.
-- ``nodes_for(spec_digest, set_index)`` also marks the group used. ``None`` means "no answer
-  yet" (the group is being created, or nfd-master has not evaluated it): keep the pod pending
-  and retry, as for a registry fetch in flight. An empty set means no node is compatible.
-- ``on_change(keys)`` (optional, a constructor argument) is called from the background task
-  after a pass in which the answer of some ``(spec_digest, set_index)`` keys appeared or
-  changed: the place to move the pods waiting for them back to the active queue
-  (``handle.activate``).
-- ``aclose()`` deletes every group of the owner, also those a previous process left. A process
-  that ends without it leaves its groups behind: the next one with the same owner adopts them
-  and deletes those nobody asks for within ``ttl``.
-- ``await wait_for(spec_digest, set_index)`` is for tests and tools: the answer once there is one.
-
-Semantics, and why a set is not simply copied into ``featureGroupRules``:
-
-- nfd-master puts a node into ``status.nodes`` when **any** of the group's rules matches
-  (pkg/nfd-master ``nfdAPIUpdateNodeFeatureGroup``), whereas a compatibility set needs **all**
-  its rules. So the set's rules are folded into one equivalent ``GroupRule``: the
-  ``matchFeatures`` terms of all rules (all must match), and for the rules with ``matchAny``
-  the cross product of their alternatives (an AND of ORs is an OR of ANDs). A set whose
-  product would exceed :data:`MAX_MATCH_ANY` alternatives, or whose rules refer back to
-  earlier rules (the ``rule.matched`` feature, which only exists while one group's rules are
-  evaluated in order), raises :class:`UnsupportedRules`: evaluate that set in process.
-- nfd-master evaluates fail-fast (``ExecuteGroupRule(..., failFast=true)``): the first matching
-  ``matchAny`` element ends the rule, so a later one whose value cannot be compared (``Gt`` on
-  ``"abc"``) is never reached, while the image compatibility validator, and the in-process
-  mode, evaluate it and fail the rule on the error. Only such erroring values differ.
-- nfd-master names a node by its ``system.name`` feature's ``nodename`` attribute (nfd-worker
-  always publishes it) and only looks at existing Nodes that have ``NodeFeature`` objects; a
-  node without any is in no group, whatever the rules.
-- nfd-master writes nothing when no node matches (an empty list equals an absent one to it),
-  and the status carries no observed generation. So "no node" cannot be told from "not
-  evaluated yet" by reading the object: a group whose status still names no node ``settle``
-  seconds after it was created counts as evaluated and empty. nfd-master evaluates a new group
-  within about a second (it batches updates once a second); if it is not running at all, every
-  group reads as empty after ``settle``.
-
-Ownership: a group is named ``kubesched-ic-<hash>-<set index>``, the hash of (owner, spec
-digest), so two schedulers (or profiles) never share one; it is labelled
-``app.kubernetes.io/managed-by=kubesched`` and :data:`OWNER_LABEL` ``=<owner hash>``, and
-annotated with the spec digest and set index, so a restarted scheduler adopts the groups its
-predecessor left (and deletes them after ``ttl`` if nobody asks again). The groups must be in
-nfd-master's own namespace: it reads the groups it is told about from there only.
+:class:`NodeFeatureGroups` keeps one ``NodeFeatureGroup`` per compatibility set in nfd-master's
+namespace and reads the matching nodes back from its ``status.nodes``. Why a set is not simply
+copied into ``featureGroupRules``, and who owns the groups: docs/plugins/image-compatibility.md,
+"NodeFeatureGroup mode".
 """
 
 from __future__ import annotations
@@ -231,7 +163,46 @@ def _status_nodes(item: Mapping[str, Any]) -> frozenset[str] | None:
 
 
 class NodeFeatureGroups:
-    """Keeps one NodeFeatureGroup per requested compatibility set; see the module docstring."""
+    """Keeps one NodeFeatureGroup per requested compatibility set.
+
+    All API traffic happens in a background task: the scheduling cycle only calls the two
+    synchronous methods, which read and write memory. ``request`` (and ``start``, ``aclose``)
+    belong to the event loop the task runs on: from another thread, hand them to it
+    (``loop.call_soon_threadsafe``); ``nodes_for`` may be called from any thread.
+
+    Interface for the plugin::
+
+        groups = NodeFeatureGroups(client, namespace=args.nfd_namespace, owner=handle.profile_name)
+        groups.start()                       # in the plugin's start-up, on the running event loop
+        ...
+        # PreFilter, for each compatibility set i of a spec whose digest is d:
+        groups.request(d, i, spec_set.rules) # cheap, idempotent (on the task's loop)
+        nodes = groups.nodes_for(d, i)       # frozenset of node names, or None: not evaluated yet
+        ...
+        await groups.aclose()                # on shutdown: stops the task, deletes every group
+
+    - ``client`` is the front end's API client when it is a :class:`CustomObjectsAPIClient`
+      (``handle.client``; check with ``isinstance``). Without one (``simulate``) this mode cannot
+      run: use the in-process mode.
+    - ``request(spec_digest, set_index, rules)``: ``rules`` is the set's ``rules`` list, as NFD
+      ``GroupRule`` objects (plain JSON mappings, or ``msgspec`` structs that encode to NFD's JSON).
+      It marks the group used now; a group nobody asked for during ``ttl`` seconds is deleted.
+      Calling it again for the same key is free (the rules are not looked at again). A set no
+      group can express raises :class:`UnsupportedRules` (the first time): evaluate it in process;
+      ``conjunction(rules)`` tells beforehand, from any thread.
+    - ``nodes_for(spec_digest, set_index)`` also marks the group used. ``None`` means "no answer
+      yet" (the group is being created, or nfd-master has not evaluated it): keep the pod pending
+      and retry, as for a registry fetch in flight. An empty set means no node is compatible.
+    - ``on_change(keys)`` (optional, a constructor argument) is called from the background task
+      after a pass in which the answer of some ``(spec_digest, set_index)`` keys appeared or
+      changed: the place to move the pods waiting for them back to the active queue
+      (``handle.activate``).
+    - ``aclose()`` deletes every group of the owner, also those a previous process left. A process
+      that ends without it leaves its groups behind: the next one with the same owner adopts them
+      and deletes those nobody asks for within ``ttl``.
+    - ``await wait_for(spec_digest, set_index)`` is for tests and tools: the answer once there
+      is one.
+    """
 
     def __init__(
         self,

@@ -1,52 +1,12 @@
 """Node Feature Discovery's rule engine, in process: NodeFeature objects and GroupRule matching.
 
-NFD (sigs.k8s.io/node-feature-discovery v0.19) describes a node as *features*: named feature
-sets of three kinds, keyed ``<domain>.<feature>`` (``cpu.cpuid``, ``kernel.version``,
-``pci.device``):
-
-- flags: a set of names (``cpu.cpuid``: ``AVX2``, ``AVX512F``, ...);
-- attributes: names with string values (``kernel.version``: ``major=6``, ``minor=8``);
-- instances: a list of attribute maps, one per device (``pci.device``: ``vendor=10de``, ...).
-
-A *GroupRule* matches a node when every term of ``matchFeatures`` matches and, if
-``matchAny`` is given, at least one of its elements does. A term names one feature set and
-holds ``matchExpressions`` (``<element>: {op, value, type}``), ``matchName`` (one expression
-applied to element names), or both. The semantics below are NFD's, including the odd corners:
-
-- A feature name in a rule is lower-cased before the lookup (``CPU.cpuid`` finds ``cpu.cpuid``).
-- One feature name may exist as several kinds at once. Flags and attributes are matched as a
-  union (each expression may be satisfied by either; ``DoesNotExist`` needs both to lack the
-  name); instances are tried separately, and the term matches if either side does.
-- For instances, all expressions must hold for one and the same instance.
-- Operators other than ``Exists``/``DoesNotExist`` (and the empty op) never match a flag: a flag
-  has no value.
-- The empty op ``""`` matches anything, even a missing element (``AVX512F: {}`` is always true
-  where the feature set exists); it is not ``Exists``.
-- ``matchExpressions: {}`` matches a flag or attribute set even when empty, but an
-  instance-only feature only when it has at least one instance.
-- ``Gt``/``Ge``/``Lt``/``Le``/``GtLt``/``GeLe`` compare base-10 integers (``strconv.Atoi``:
-  ``"1.0"`` and ``"0x1"`` are errors), or with ``type: version`` ``major[.minor[.patch]]``
-  versions whose pre-release and build suffixes are ignored (``5.15.0-91-generic`` is
-  ``5.15.0``). ``GtLt``/``GeLe`` on integers need ``value[0] < value[1]`` (so ``GeLe [5, 5]``
-  is an error); on versions they do not.
-- A node value that does not parse is an *error*, and an error anywhere NFD's image
-  compatibility validator evaluates (every instance, every ``matchAny`` element, every term)
-  fails the whole rule, even where another instance or element matched. nfd-master, for
-  NodeFeatureGroups, stops at the first matching ``matchAny`` element and the first failing
-  expression, and so reaches fewer errors (``fail_fast=True``).
-- A rule's ``vars`` feed later rules as the attribute feature ``rule.matched`` (back-references).
-  Once a rule has run, ``rule.matched`` exists, even if empty.
+NFD v0.19's semantics, odd corners included, and the differences from it:
+docs/plugins/image-compatibility.md, "NFD's rule semantics".
 
 Rules are validated and compiled once (:func:`compile_rule`): regular expressions compiled,
 numbers and versions parsed, feature names lower-cased, failure messages prepared. A rule
 that matches allocates nothing unless it uses matchName or back-references; only a failure
 builds its message.
-
-Differences from NFD, all at decode time: a rule NFD would only trip over when an expression
-meets a value (an unknown op, a wrong number of values, a bad number, version or regexp) is
-rejected up front; ``varsTemplate`` (a Go template) is not supported and rejected; a ``null``
-expression (a Go nil pointer, which crashes NFD) is rejected. Regular expressions are RE2's,
-as Go's are (same syntax, linear time: a pattern from an image cannot stall the scheduler).
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from prometheus_client import Counter, Gauge
 from kubesched.api import Pod
 from kubesched.config import ConfigError, FieldError, decode_args
 from kubesched.framework import (
+    SKIP,
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
@@ -366,7 +367,7 @@ class ImageCompatibility(
             # (0.6 s at 5,000 nodes running lower-priority pods).
             return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, *waiting)
         if not specs:
-            return None, Status(Code.SKIP)
+            return None, SKIP
         state.write(_STATE_KEY, _State(tuple(specs)))
         return None, None
 
@@ -432,7 +433,7 @@ class ImageCompatibility(
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: Nodes) -> Status | None:
         found = self._state(state)
-        return Status(Code.SKIP) if found is None or not found.specs else None
+        return SKIP if found is None or not found.specs else None
 
     def score_nodes(
         self, state: CycleState, pod: Pod, nodes: Nodes

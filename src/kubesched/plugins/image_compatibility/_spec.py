@@ -1,29 +1,8 @@
 """NFD image compatibility specs (v1alpha1): decoding, validation, and evaluation on a node.
 
-An image's compatibility artifact (artifactType ``ARTIFACT_TYPE``) holds one YAML document::
-
-    version: v1alpha1
-    compatibilities:
-      - tag: avx512          # optional
-        weight: 90           # optional, used to rank the sets
-        description: ...     # optional
-        rules:               # NFD GroupRules, see _nfd
-          - name: cpu
-            matchFeatures:
-              - feature: cpu.cpuid
-                matchExpressions:
-                  AVX512F: {op: Exists}
-
-A node is compatible when every rule of at least one compatibility set matches it; rules in a
-set run in order and later ones see the vars of earlier ones as ``rule.matched``. NFD's own
-validator (``nfd compat validate-node``) shares one ``rule.matched`` across all the sets of a
-spec, so there a set can see the vars of the sets before it; here each set starts afresh,
-which makes the sets the independent alternatives they are documented to be.
-
-The YAML is read as NFD reads it (sigs.k8s.io/yaml over YAML 1.1): an unquoted scalar is
-resolved first and then turned back into the string the field wants, so ``value: [0300]``
-is ``"192"`` (octal), ``value: [y]`` is ``"true"`` and ``value: [2.0]`` is ``"2"``; quote such
-values. JSON is YAML and is read the same way.
+A spec lists compatibility sets of NFD rules; a node is compatible when every rule of at least
+one set matches it. How the YAML is read (as NFD reads it, YAML 1.1) and where the sets differ
+from NFD's validator: docs/plugins/image-compatibility.md, "Reading a spec".
 """
 
 from __future__ import annotations

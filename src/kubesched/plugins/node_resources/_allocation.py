@@ -1,25 +1,11 @@
 """What NodeResourcesFit's scoring and NodeResourcesBalancedAllocation share.
 
 Both score a node from two numbers per configured resource: what the node can give
-(*allocatable*) and what would be taken once the pod is placed there (*requested*: what the pods
-already on the node request, plus this pod's request). kube-scheduler's
-``resourceAllocationScorer`` builds those two lists and hands them to a scoring function; this
-module does the same, once per node (:func:`allocatable_requested`, the reference) and for all
-nodes at once as numpy arrays (:func:`resource_matrix`).
-
-Which numbers count, exactly as upstream (``calculateResourceAllocatableRequest``):
-
-- ``cpu`` and ``memory``: the node's allocatable, and its *non-zero* requested sum (a container
-  without a request counts as 100m CPU / 200Mi memory) plus the pod's non-zero request. A plugin
-  built with ``use_requested`` (BalancedAllocation) uses the plain requested sums instead.
-- ``ephemeral-storage``: allocatable, and the plain requested sum plus the pod's request.
-- a scalar resource (extended resources such as ``example.com/gpu``, ``hugepages-*``, ...):
-  skipped when the pod does not request it; else the node's allocatable for it and its requested
-  sum plus the pod's request.
-- anything else (``pods``, ``storage``, unknown names): skipped.
-
-A resource whose allocatable on a node is 0 (including "skipped") is left out of that node's
-score entirely: it adds neither to the weighted sum nor to the sum of weights.
+(*allocatable*) and what would be taken once the pod is placed there (*requested*), counted
+as kube-scheduler's ``calculateResourceAllocatableRequest`` counts them
+(docs/plugins/node-resources.md): once per node (:func:`allocatable_requested`, the
+reference) and for all nodes at once as numpy arrays (:func:`resource_matrix`). A resource whose
+allocatable on a node is 0 is left out of that node's score entirely.
 """
 
 from __future__ import annotations

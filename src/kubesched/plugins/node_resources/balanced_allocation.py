@@ -29,7 +29,7 @@ from kubesched.config import (
     validate_args,
 )
 from kubesched.framework import (
-    Code,
+    SKIP,
     CycleState,
     Handle,
     IntArray,
@@ -94,7 +94,7 @@ class BalancedAllocation(PreScorePlugin, ScorePlugin):
         requests = self._pod_request_list(state, pod)
         if not any(requests):
             # Scoring best-effort pods would send them all to the same node.
-            return Status(Code.SKIP)
+            return SKIP
         state.write(PRE_SCORE_STATE_KEY, PreScoreState(requests))
         return None
 

@@ -1,39 +1,10 @@
 """NodeResourcesFit: keep pods off nodes without room for their requests, and score the rest.
 
-**Filter.** A pod fits a node when, for every resource the pod requests (a request of 0 does not
-count), ``request <= allocatable - requested``, where ``requested`` sums the requests of the pods
-already on the node (assumed ones included). The pod's request is kube-scheduler's
-``PodRequests``: app containers and sidecars add up, an ordinary init container needs its own
-request plus the sidecars started before it, the largest of those wins, pod-level requests replace
-the containers' for cpu and memory, and RuntimeClass overhead is added. On top of that the node
-must have room for one more pod: ``pods on the node + 1 <= allocatable pods``.
-
-A node that fails carries one reason per missing resource, in this order: ``Too many pods``,
-``Insufficient cpu``, ``Insufficient memory``, ``Insufficient ephemeral-storage``, then
-``Insufficient <name>`` for each scalar resource (extended resources, hugepages, ...). Each
-reason counts separately in the ``0/N nodes are available`` message. The status is
-``UnschedulableAndUnresolvable`` when some request exceeds the node's *total* allocatable of that
-resource (evicting pods cannot help, so preemption skips the node), else ``Unschedulable``.
-
-``ignoredResources`` and ``ignoredResourceGroups`` (the part before ``/``) name extended resources
-the filter does not check; they never apply to cpu, memory, ephemeral-storage, hugepages or
-``kubernetes.io/`` resources.
-
-**Score.** For each resource in ``scoringStrategy.resources`` (default cpu and memory, weight 1)
-the node's allocatable ``A`` and its requested amount with the pod placed ``R`` are taken (cpu and
-memory count containers without a request as 100m / 200Mi; a scalar resource the pod does not
-request, or one the node has none of, is left out). Then, with Go's integer arithmetic:
-
-- ``LeastAllocated`` (default): ``sum(w * (A - R) * 100 // A) // sum(w)``, a resource with
-  ``R > A`` scoring 0; favours emptier nodes (spreading).
-- ``MostAllocated``: ``sum(w * min(R, A) * 100 // A) // sum(w)``; favours fuller nodes (packing).
-- ``RequestedToCapacityRatio``: each resource's utilization ``R * 100 // A`` (100 when ``R > A``)
-  goes through the piecewise-linear ``shape`` (scores 0..10 scaled by 10), resources scoring 0
-  are left out, and the weighted mean is rounded half up.
-
-Example: a node with 4 CPUs and 10000 bytes of memory, pods on it requesting 2 CPUs and 4000
-bytes, and a pod requesting 1 CPU and 2000 bytes: ``LeastAllocated`` gives
-``((4000 - 3000) * 100 // 4000 + (10000 - 6000) * 100 // 10000) // 2 = (25 + 40) // 2 = 32``.
+Filter compares the pod's requests (kube-scheduler's ``PodRequests``) with each node's
+allocatable minus what its pods request, one reason per missing resource; Score is
+LeastAllocated, MostAllocated or RequestedToCapacityRatio over ``scoringStrategy.resources``.
+The rules, the reasons in their order, the formulas with an example:
+docs/plugins/node-resources.md.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from kubesched.api import (
 )
 from kubesched.config import VolumeBindingArgs
 from kubesched.framework import (
+    SKIP,
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
@@ -124,7 +125,7 @@ class VolumeBinding(
         claims = pod_claim_names(pod) if pod.spec.volumes else []
         if not claims:
             state.write(STATE_KEY, _State())
-            return None, Status(Code.SKIP)
+            return None, SKIP
         store = self.handle.snapshot.objects
         ns = pod.metadata.namespace
         for name, ephemeral in claims:
@@ -167,7 +168,7 @@ class VolumeBinding(
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: Nodes) -> Status | None:
         if self.shape is None:
-            return Status(Code.SKIP)
+            return SKIP
         return None
 
     def score_nodes(

@@ -53,6 +53,8 @@ FEATURES: dict[str, dict[str, Any] | None] = {
     },
     "bare": None,  # no NodeFeature at all
 }
+#: A PCI device as nfd-worker publishes an NVIDIA GPU.
+GPU = {"attributes": {"vendor": "10de", "class": "0300", "device": "20b0"}}
 
 
 @contextlib.contextmanager
@@ -216,6 +218,13 @@ def test_pods_land_only_on_compatible_nodes(
                 admin_client, namespace, "gpu", proc, f"image {gpu_image} not compatible"
             )
             assert f'3 image {gpu_image} not compatible: rule "gpu"' in message
+            # nfd-worker finds an NVIDIA GPU on "old": the NodeFeature update (which
+            # ImageCompatibility registered) retries "gpu", and it fits there now.
+            admin_client.patch(
+                f"{NODE_FEATURES.format(ns=namespace)}/{names['old']}",
+                {"spec": {"features": {"instances": {"pci.device": {"elements": [GPU]}}}}},
+            ).expect(200)
+            assert bound(admin_client, namespace, "gpu", proc) == names["old"]
             # The registry goes away before "late"'s artifact was ever looked up: under
             # failurePolicy Fail the pod waits, retried, and a Warning event says why.
             reg.stop()

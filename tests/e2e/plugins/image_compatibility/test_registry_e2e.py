@@ -12,13 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from kubesched.plugins.image_compatibility._registry import (
-    Artifact,
-    RegistryClient,
-    RegistryError,
-    credentials_from_secrets,
-    parse_image_reference,
-)
+from kubesched.plugins.image_compatibility._credentials import credentials_from_secrets
+from kubesched.plugins.image_compatibility._reference import parse_image_reference
+from kubesched.plugins.image_compatibility._registry import Artifact, RegistryClient, RegistryError
 from oci import Registry, attach_artifact, push_image, start_distribution
 
 SPEC = b"""\

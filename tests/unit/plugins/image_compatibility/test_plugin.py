@@ -42,14 +42,15 @@ from kubesched.plugins.image_compatibility import (
     ImageCompatibilityArgs,
     pod_images,
 )
+from kubesched.plugins.image_compatibility._credentials import Credential
 from kubesched.plugins.image_compatibility._fetch import retry_delay
 from kubesched.plugins.image_compatibility._nfd import NODE_NAME_LABEL, NodeFeature
+from kubesched.plugins.image_compatibility._reference import ImageReference
 from kubesched.plugins.image_compatibility._registry import (
     Artifact,
-    Credential,
-    ImageReference,
     RegistryClient,
     RegistryError,
+    TemporaryRegistryError,
 )
 from kubesched.plugins.priority_sort import PrioritySort
 from kubesched.simulate import InputBuilder, simulate
@@ -392,7 +393,7 @@ async def test_fail_policy_keeps_the_pod_out_retries_and_tells(
 ) -> None:
     snap = cluster({"n1": AVX512})
     plugin, handle = make(snap)
-    fake.error = RegistryError("image x: cannot connect", retryable=True)
+    fake.error = TemporaryRegistryError("image x: cannot connect")
     before = metric(
         "kubesched_image_compatibility_unavailable_total", profile="ic-test", policy="Fail"
     )
@@ -423,7 +424,7 @@ async def test_ignore_policy_treats_the_image_as_compatible_and_tells(
 ) -> None:
     snap = cluster({"n1": None})
     plugin, handle = make(snap, {"failurePolicy": "Ignore"})
-    fake.error = RegistryError("image x: 503 Service Unavailable", retryable=True)
+    fake.error = TemporaryRegistryError("image x: 503 Service Unavailable")
     p = pod()
     _, status = await prefilter(plugin, p, snap)
     assert status is not None

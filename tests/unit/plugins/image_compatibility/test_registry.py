@@ -1,5 +1,5 @@
-"""The OCI registry client: references, pull secrets, challenges, artifact choice, and the HTTP
-exchanges against an in-process fake registry (only the HTTP boundary is fake)."""
+"""The OCI registry client: artifact choice, and the HTTP exchanges against an in-process fake
+registry (only the HTTP boundary is fake)."""
 
 from __future__ import annotations
 
@@ -15,226 +15,21 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 import oci
+from kubesched.plugins.image_compatibility._credentials import Credential
+from kubesched.plugins.image_compatibility._reference import ImageReference, parse_image_reference
 from kubesched.plugins.image_compatibility._registry import (
     CREATED_ANNOTATION,
     OCI_INDEX,
     OCI_MANIFEST,
-    Credential,
     Descriptor,
-    ImageReference,
     RegistryClient,
     RegistryError,
-    credentials_from_secrets,
-    matching_credentials,
     newest_artifact,
-    parse_image_reference,
-    parse_www_authenticate,
     referrers_tag,
 )
 from kubesched.plugins.image_compatibility._spec import ARTIFACT_TYPE, SPEC_MEDIA_TYPE
 
 SHA = "sha256:" + "a" * 64
-
-# --- references --------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("image", "expected"),
-    [
-        ("nginx", ("docker.io", "library/nginx", "latest", None)),
-        ("nginx:1.27", ("docker.io", "library/nginx", "1.27", None)),
-        ("bitnami/redis", ("docker.io", "bitnami/redis", "latest", None)),
-        ("docker.io/nginx", ("docker.io", "library/nginx", "latest", None)),
-        ("index.docker.io/team/app:v1", ("docker.io", "team/app", "v1", None)),
-        ("localhost/app", ("localhost", "app", "latest", None)),
-        ("localhost:5000/app:dev", ("localhost:5000", "app", "dev", None)),
-        ("127.0.0.1:5000/a/b/c", ("127.0.0.1:5000", "a/b/c", "latest", None)),
-        ("[::1]:5000/app", ("[::1]:5000", "app", "latest", None)),
-        ("ghcr.io/org/img@" + SHA, ("ghcr.io", "org/img", None, SHA)),
-        ("ghcr.io/org/img:v2@" + SHA, ("ghcr.io", "org/img", "v2", SHA)),
-        ("quay.io/a_b/c__d/e-f.g", ("quay.io", "a_b/c__d/e-f.g", "latest", None)),
-        ("Registry.Example.com/app", ("Registry.Example.com", "app", "latest", None)),
-    ],
-)
-def test_parse_image_reference_normalizes_like_docker(
-    image: str, expected: tuple[str, str, str | None, str | None]
-) -> None:
-    assert parse_image_reference(image) == ImageReference(*expected)
-
-
-@pytest.mark.parametrize(
-    ("image", "message"),
-    [
-        ("", "empty"),
-        ("nginx:", "malformed tag"),
-        ("nginx:-x", "malformed tag"),
-        (":tag", "no repository"),
-        ("Nginx", "must be lowercase"),
-        ("team/App", "must be lowercase"),
-        ("a//b", "malformed repository component"),
-        ("ghcr.io/", "malformed repository component"),
-        ("nginx@sha256:abc", "malformed digest"),
-        ("nginx@md5:" + "a" * 32, "unsupported digest algorithm"),
-        ("nginx@sha256:" + "A" * 64, "lowercase hex"),
-        ("nginx @" + SHA, "whitespace"),
-        ("bad_host:5000/app", "malformed registry"),
-        ("x/" + "a" * 260, "longer than 255"),
-    ],
-)
-def test_parse_image_reference_rejects_malformed(image: str, message: str) -> None:
-    with pytest.raises(ValueError, match=message):
-        parse_image_reference(image)
-
-
-def test_reference_renders_back() -> None:
-    ref = parse_image_reference("ghcr.io/org/img:v2@" + SHA)
-    assert str(ref) == f"ghcr.io/org/img:v2@{SHA}"
-    assert ref.reference == SHA
-    assert parse_image_reference("nginx").reference == "latest"
-
-
-# --- pull secrets ------------------------------------------------------------------------------
-
-
-def _b64(text: str) -> str:
-    return base64.b64encode(text.encode()).decode()
-
-
-def secret(kind: str, key: str, config: Any, name: str = "pull") -> dict[str, Any]:
-    payload = config if isinstance(config, str) else json.dumps(config)
-    return {
-        "metadata": {"namespace": "ns", "name": name},
-        "type": kind,
-        "data": {key: _b64(payload)},
-    }
-
-
-def test_credentials_from_dockerconfigjson_and_dockercfg() -> None:
-    found = credentials_from_secrets(
-        [
-            secret(
-                "kubernetes.io/dockerconfigjson",
-                ".dockerconfigjson",
-                {
-                    "auths": {
-                        "https://index.docker.io/v1/": {"auth": _b64("hub:pw:with:colons")},
-                        "http://127.0.0.1:5000": {"username": "u", "password": "p"},
-                        "ghcr.io/org": {"auth": _b64("o:q").rstrip("=")},  # unpadded, as kubelet
-                        "https://quay.io/v2/": {
-                            "username": "x",
-                            "password": "y",
-                            "auth": _b64("a:b"),
-                        },
-                    }
-                },
-            ),
-            secret(
-                "kubernetes.io/dockercfg", ".dockercfg", {"*.example.com": {"auth": _b64("e:f")}}
-            ),
-            secret("Opaque", ".dockerconfigjson", {"auths": {"skipped.io": {"auth": _b64("s:t")}}}),
-        ]
-    )
-    assert found == [
-        Credential("index.docker.io", "hub", "pw:with:colons"),
-        Credential("127.0.0.1:5000", "u", "p"),
-        Credential("ghcr.io/org", "o", "q"),
-        Credential("quay.io", "a", "b"),  # auth wins over username/password
-        Credential("*.example.com", "e", "f"),
-    ]
-    assert "'p'" not in repr(found[1])
-    assert "***" in repr(found[1])
-
-
-@pytest.mark.parametrize(
-    ("bad", "message"),
-    [
-        (
-            {
-                "type": "kubernetes.io/dockerconfigjson",
-                "data": {".dockerconfigjson": "%%%"},
-                "metadata": {"namespace": "ns", "name": "broken"},
-            },
-            "ns/broken: .dockerconfigjson is not base64-encoded JSON",
-        ),
-        (
-            secret("kubernetes.io/dockerconfigjson", ".dockerconfigjson", "{not json", "broken"),
-            "ns/broken: .dockerconfigjson is not base64-encoded JSON",
-        ),
-        (
-            secret(
-                "kubernetes.io/dockerconfigjson",
-                ".dockerconfigjson",
-                {"auths": {"r.io": {"auth": _b64("nocolon")}}},
-                "broken",
-            ),
-            "ns/broken: 'r.io': the auth field must be base64 of username:password",
-        ),
-        (
-            secret("kubernetes.io/dockercfg", ".dockercfg", {"r.io": "text"}, "broken"),
-            "ns/broken: the entry for 'r.io' is not an object",
-        ),
-    ],
-)
-def test_malformed_pull_secrets_are_named(bad: dict[str, Any], message: str) -> None:
-    with pytest.raises(ValueError, match=message):
-        credentials_from_secrets([bad])
-
-
-def test_secret_without_its_key_is_skipped() -> None:
-    assert credentials_from_secrets([{"type": "kubernetes.io/dockerconfigjson", "data": {}}]) == []
-
-
-def _users(image: str, credentials: list[Credential]) -> list[str]:
-    return [c.username for c in matching_credentials(parse_image_reference(image), credentials)]
-
-
-def test_credentials_match_images_as_kubelet_matches_them() -> None:
-    creds = [
-        Credential("index.docker.io", "hub", ""),
-        Credential("quay.io", "quay", ""),
-        Credential("quay.io/team", "team", ""),
-        Credential("*.example.com", "glob", ""),
-        Credential("127.0.0.1:5000", "local", ""),
-    ]
-    assert _users("nginx", creds) == ["hub"]
-    assert _users("docker.io/team/app", creds) == ["hub"]
-    assert _users("quay.io/team/app", creds) == ["team", "quay"]  # more specific first
-    assert _users("quay.io/other/app", creds) == ["quay"]
-    assert _users("r.example.com/app", creds) == ["glob"]
-    assert _users("a.r.example.com/app", creds) == []  # a glob matches one host component
-    assert _users("127.0.0.1:5000/app", creds) == ["local"]
-    assert _users("127.0.0.1:5001/app", creds) == []  # ports must match
-    assert _users("ghcr.io/app", creds) == []
-    assert _users("nginx", [Credential("docker.io", "d", "")]) == ["d"]
-
-
-# --- WWW-Authenticate --------------------------------------------------------------------------
-
-
-def test_parse_bearer_challenge() -> None:
-    challenge = parse_www_authenticate(
-        'Bearer realm="https://auth.docker.io/token",service="registry.docker.io",'
-        'scope="repository:library/nginx:pull,push"'
-    )
-    assert challenge is not None
-    assert challenge.scheme == "bearer"
-    assert challenge.params == {
-        "realm": "https://auth.docker.io/token",
-        "service": "registry.docker.io",
-        "scope": "repository:library/nginx:pull,push",
-    }
-
-
-def test_parse_challenge_variants() -> None:
-    basic = parse_www_authenticate('Basic realm="a \\"quoted\\" realm"')
-    assert basic is not None
-    assert (basic.scheme, basic.params) == ("basic", {"realm": 'a "quoted" realm'})
-    unquoted = parse_www_authenticate("bearer Realm=https://x/token , service=x")
-    assert unquoted is not None
-    assert unquoted.params == {"realm": "https://x/token", "service": "x"}
-    assert parse_www_authenticate("") is None
-    assert parse_www_authenticate("   ") is None
-
 
 # --- choosing the artifact -----------------------------------------------------------------------
 

@@ -1,0 +1,679 @@
+"""The DynamicResources plugin (see the package docstring)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import msgspec
+
+from kubesched.api import (
+    FINALIZER,
+    ClaimNameError,
+    DeviceClass,
+    Node,
+    NodeSelector,
+    Pod,
+    ResourceClaim,
+    ResourceSlice,
+    claim_can_be_reserved,
+    claim_is_for_pod,
+    claim_reserved_for_pod,
+    node_selector_matches,
+    resource_claim_name,
+)
+from kubesched.config import DynamicResourcesArgs
+from kubesched.framework import (
+    SKIP,
+    ActionType,
+    APIClient,
+    ClusterEvent,
+    ClusterEventWithHint,
+    Code,
+    CycleState,
+    EnqueueExtensions,
+    FilterPlugin,
+    Handle,
+    NodeInfo,
+    Nodes,
+    PostFilterPlugin,
+    PreBindPlugin,
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    PreFilterResult,
+    QueueingHint,
+    ReservePlugin,
+    Status,
+    WatchedKind,
+)
+from kubesched.plugins.dynamic_resources._allocator import (
+    AllocationError,
+    AllocationTimeoutError,
+    Allocator,
+    DeviceID,
+    FailedOnNodeError,
+    Found,
+    claim_ref,
+)
+from kubesched.plugins.dynamic_resources._pools import Pool, gather_pools, slice_reaches
+from kubesched.plugins.helper import as_objects
+
+log = logging.getLogger(__name__)
+
+NAME = "DynamicResources"
+_STATE_KEY = NAME
+
+#: PostFilter for a pod without claims: there is no allocation to undo to make room.
+MSG_NO_CLAIMS_TO_DEALLOCATE = "no new claims to deallocate"
+#: PostFilter for a pod with claims when none could be deallocated to help.
+MSG_STILL_NOT_SCHEDULABLE = "still not schedulable"
+#: PostFilter when PreFilter did not run (CycleState's ``ErrNotFound``).
+ERR_STATE_NOT_FOUND = "not found"
+#: Filter: the allocator found no devices for the pod's claims on the node.
+ERR_CANNOT_ALLOCATE = "cannot allocate all claims"
+#: Filter: an allocated claim's devices are not reachable from the node.
+ERR_NOT_AVAILABLE = "resourceclaim not available on the node"
+#: PreFilter: an allocated claim is reserved for as many consumers as it may have.
+ERR_IN_USE = "resourceclaim in use"
+#: Filter: the search for devices ran out of ``filterTimeout``.
+ERR_TIMED_OUT = "timed out trying to allocate devices"
+
+#: kube-scheduler's names of the resources whose events DynamicResources registers.
+RESOURCE_CLAIM = "ResourceClaim"
+DEVICE_CLASS = "DeviceClass"
+RESOURCE_SLICE = "ResourceSlice"
+
+RESOURCE_CLAIM_KIND = WatchedKind(
+    ResourceClaim,
+    "resource.k8s.io/v1",
+    "ResourceClaim",
+    "/apis/resource.k8s.io/v1/resourceclaims",
+    RESOURCE_CLAIM,
+)
+DEVICE_CLASS_KIND = WatchedKind(
+    DeviceClass,
+    "resource.k8s.io/v1",
+    "DeviceClass",
+    "/apis/resource.k8s.io/v1/deviceclasses",
+    DEVICE_CLASS,
+    namespaced=False,
+)
+RESOURCE_SLICE_KIND = WatchedKind(
+    ResourceSlice,
+    "resource.k8s.io/v1",
+    "ResourceSlice",
+    "/apis/resource.k8s.io/v1/resourceslices",
+    RESOURCE_SLICE,
+    namespaced=False,
+)
+
+
+@runtime_checkable
+class ResourceClaimAPIClient(APIClient, Protocol):
+    """An :class:`APIClient` that also writes ResourceClaims: JSON merge patches, of the
+    claim or (``status``) of its status subresource."""
+
+    async def patch_resource_claim(
+        self, namespace: str, name: str, patch: Mapping[str, Any], *, status: bool = False
+    ) -> ResourceClaim: ...
+
+
+def _unschedulable(message: str) -> Status:
+    """``statusUnschedulable``: kube-scheduler's plugin rejects as unresolvable (preemption
+    cannot free devices)."""
+    return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, message)
+
+
+@dataclass(slots=True, eq=False)
+class _State:
+    """``stateData``: shared by the cycle's clones, as upstream."""
+
+    #: The pod's claims, in ``spec.resourceClaims`` order (those with a claim).
+    claims: list[ResourceClaim] = field(default_factory=list)
+    #: Per claim: where an allocated claim's devices are reachable.
+    available_on: list[NodeSelector | None] = field(default_factory=list)
+    #: Per claim: the allocation Reserve made, PreBind writes.
+    allocations: list[Any] = field(default_factory=list)
+    allocator: Allocator | None = None
+    #: Indices of the claims allocated by the scheduler in this cycle (claims[i] unallocated).
+    to_allocate: list[int] = field(default_factory=list)
+    #: The slices, indexed by the nodes they reach.
+    slices: _Slices | None = None
+    #: Claims allocated on some node, not reachable from at least one node.
+    unavailable: set[int] = field(default_factory=set)
+    node_allocations: dict[str, Found] = field(default_factory=dict)
+    #: The allocator's answer for nodes reached by the same shared slices and none of their
+    #: own (network-attached devices): it is the same for all of them.
+    by_reach: dict[tuple[int, ...], Found | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class _Slices:
+    """The ResourceSlices indexed for Filter, kept while no slice changes."""
+
+    version: int
+    all: list[ResourceSlice]
+    local: dict[str, list[tuple[int, ResourceSlice]]]
+    shared: list[tuple[int, ResourceSlice]]
+    #: CEL verdicts on these slices' devices, for every pod (an expression's verdict on a
+    #: device does not change while the device does not).
+    verdicts: dict[tuple[str, int], bool | str] = field(default_factory=dict)
+    #: The pools of each set of slices reaching a node (by their positions).
+    pools: dict[tuple[int, ...], list[Pool]] = field(default_factory=dict)
+
+    def pools_of(self, reaching: list[tuple[int, ResourceSlice]]) -> list[Pool]:
+        key = tuple(i for i, _ in reaching)
+        pools = self.pools.get(key)
+        if pools is None:
+            pools = self.pools[key] = gather_pools(sl for _, sl in reaching)
+        return pools
+
+
+class DynamicResources(
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    FilterPlugin,
+    PostFilterPlugin,
+    ReservePlugin,
+    PreBindPlugin,
+    EnqueueExtensions,
+):
+    """Allocates the devices a pod's ResourceClaims ask for, as kube-scheduler v1.34."""
+
+    name = NAME
+    args_type = DynamicResourcesArgs
+    watched_kinds = (RESOURCE_CLAIM_KIND, DEVICE_CLASS_KIND, RESOURCE_SLICE_KIND)
+
+    def __init__(self, handle: Handle, args: Any = None) -> None:
+        super().__init__(handle, args)
+        a = args if isinstance(args, DynamicResourcesArgs) else DynamicResourcesArgs()
+        self.filter_timeout = float(a.filter_timeout) if a.filter_timeout else None
+        #: Claims allocated in flight (Reserve done, PreBind not finished), by UID.
+        self._in_flight: dict[str, ResourceClaim] = {}
+        #: Claims as PreBind wrote them, until the informer reports them (the assume cache).
+        self._assumed: dict[str, ResourceClaim] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        #: Bumped when claims in flight or assumed change, for :meth:`_allocated_devices`.
+        self._changes = 0
+        self._taken: tuple[tuple[int, int], set[DeviceID]] | None = None
+        self._slices: _Slices | None = None
+
+    # -- claims ------------------------------------------------------------------------------
+
+    def _get_claim(self, namespace: str, name: str) -> ResourceClaim | None:
+        claim = self.handle.snapshot.objects.get(ResourceClaim, name, namespace)
+        return None if claim is None else self._current(claim)
+
+    def _current(self, claim: ResourceClaim) -> ResourceClaim:
+        """The claim as PreBind last wrote it while the informer has not caught up, else as
+        the informer has it."""
+        assumed = self._assumed.get(claim.metadata.uid)
+        if assumed is None:
+            return claim
+        if _newer(assumed, claim):
+            return assumed
+        del self._assumed[claim.metadata.uid]
+        self._changes += 1
+        return claim
+
+    def _pod_claims(self, pod: Pod) -> list[ResourceClaim]:
+        """``foreachPodResourceClaim``: the pod's claims; :class:`ClaimNameError` with the
+        reason one is missing or not usable."""
+        out = []
+        for i in range(len(pod.spec.resource_claims)):
+            name, must_check_owner = resource_claim_name(pod, i)
+            if name is None:
+                continue
+            claim = self._get_claim(pod.metadata.namespace, name)
+            if claim is None:
+                raise ClaimNameError(
+                    f'could not find ResourceClaim "{pod.metadata.namespace}/{name}"'
+                )
+            if claim.metadata.deletion_timestamp is not None:
+                raise ClaimNameError(f'resourceclaim "{name}" is being deleted')
+            if must_check_owner:
+                why = claim_is_for_pod(pod, claim)
+                if why is not None:
+                    raise ClaimNameError(why)
+            out.append(claim)
+        return out
+
+    def _allocated_devices(self) -> set[DeviceID]:
+        """Devices of every allocated claim, and of those allocated in flight; admin access
+        does not take a device. Kept until a claim changes."""
+        key = (self.handle.snapshot.objects.version(ResourceClaim), self._changes)
+        if self._taken is not None and self._taken[0] == key:
+            return self._taken[1]
+        out: set[DeviceID] = set()
+        in_flight = self._in_flight
+        for claim in list(self.handle.snapshot.objects.list(ResourceClaim)):
+            _add_devices(in_flight.get(claim.metadata.uid) or self._current(claim), out)
+        for c in in_flight.values():
+            if (
+                self.handle.snapshot.objects.get(
+                    ResourceClaim, c.metadata.name, c.metadata.namespace
+                )
+                is None
+            ):
+                _add_devices(c, out)
+        self._taken = (key, out)
+        return out
+
+    def _indexed_slices(self) -> _Slices:
+        objects = self.handle.snapshot.objects
+        version = objects.version(ResourceSlice)
+        if self._slices is not None and self._slices.version == version:
+            return self._slices
+        slices = list(objects.list(ResourceSlice))
+        local: dict[str, list[tuple[int, ResourceSlice]]] = {}
+        shared: list[tuple[int, ResourceSlice]] = []
+        for i, sl in enumerate(slices):
+            if sl.spec.node_name and sl.spec.per_device_node_selection is None:
+                local.setdefault(sl.spec.node_name, []).append((i, sl))
+            else:
+                shared.append((i, sl))
+        self._slices = _Slices(version, slices, local, shared)
+        return self._slices
+
+    # -- PreEnqueue ----------------------------------------------------------------------------
+
+    def pre_enqueue(self, pod: Pod) -> Status | None:
+        if not pod.spec.resource_claims:
+            return None
+        try:
+            self._pod_claims(pod)
+        except ClaimNameError as e:
+            return _unschedulable(str(e))
+        return None
+
+    # -- PreFilter / Filter ---------------------------------------------------------------------
+
+    def pre_filter(
+        self, state: CycleState, pod: Pod, nodes: Nodes
+    ) -> tuple[PreFilterResult | None, Status | None]:
+        s = _State()
+        state.write(_STATE_KEY, s)
+        if not pod.spec.resource_claims:
+            return None, SKIP
+        try:
+            claims = self._pod_claims(pod)
+        except ClaimNameError as e:
+            return None, _unschedulable(str(e))
+        if not claims:
+            return None, SKIP
+        s.available_on = [None] * len(claims)
+        s.allocations = [None] * len(claims)
+        objects = self.handle.snapshot.objects
+        for index, claim in enumerate(claims):
+            allocation = claim.status.allocation
+            if (
+                allocation is not None
+                and not claim_can_be_reserved(claim)
+                and not claim_reserved_for_pod(pod, claim)
+            ):
+                return None, _unschedulable(ERR_IN_USE)
+            if allocation is not None:
+                s.available_on[index] = allocation.node_selector
+                continue
+            s.to_allocate.append(index)
+            if claim.metadata.uid in self._in_flight:
+                return None, _unschedulable(
+                    f"resource claim {claim_ref(claim)} is in the process of being allocated"
+                )
+            for request in claim.spec.devices.requests:
+                if request.exactly is not None:
+                    status = self._validate_class(request.exactly.device_class_name, request.name)
+                elif request.first_available:
+                    status = None
+                    for sub in request.first_available:
+                        status = self._validate_class(
+                            sub.device_class_name, f"{request.name}/{sub.name}"
+                        )
+                        if status is not None:
+                            break
+                else:
+                    status = _unschedulable(
+                        f"resource claim {claim_ref(claim)}, request {request.name}: "
+                        "unknown request type"
+                    )
+                if status is not None:
+                    return None, status
+        if s.to_allocate:
+            indexed = s.slices = self._indexed_slices()
+            s.allocator = Allocator(
+                [claims[i] for i in s.to_allocate],
+                self._allocated_devices(),
+                lambda name: objects.get(DeviceClass, name),
+                indexed.all,
+                timeout=self.filter_timeout,
+                verdicts=indexed.verdicts,
+            )
+        s.claims = claims
+        return None, None
+
+    def _validate_class(self, class_name: str, request: str) -> Status | None:
+        if not class_name:
+            return Status(Code.ERROR, f"request {request}: unsupported request type")
+        if self.handle.snapshot.objects.get(DeviceClass, class_name) is None:
+            return _unschedulable(f"request {request}: device class {class_name} does not exist")
+        return None
+
+    def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
+        s = state.read(_STATE_KEY, _State)
+        if not s.claims:
+            return None
+        n = node.node
+        assert n is not None
+        unavailable = [
+            i
+            for i, sel in enumerate(s.available_on)
+            if sel is not None
+            and not node_selector_matches(sel, n.metadata.labels, n.metadata.name)
+        ]
+        allocations: Found | None = None
+        if s.allocator is not None:
+            try:
+                allocations = self._allocate(s, n)
+            except AllocationTimeoutError:
+                return _unschedulable(ERR_TIMED_OUT)
+            except FailedOnNodeError as e:
+                return _unschedulable(str(e))
+            except AllocationError as e:
+                return Status.as_error(e)
+            if allocations is None:
+                return _unschedulable(ERR_CANNOT_ALLOCATE)
+        if unavailable:
+            s.unavailable.update(unavailable)
+            return _unschedulable(ERR_NOT_AVAILABLE)
+        if allocations is not None:
+            s.node_allocations[n.metadata.name] = allocations
+        return None
+
+    def _allocate(self, s: _State, node: Node) -> Found | None:
+        """The allocator on the slices reaching ``node``, in the store's order: its own and the
+        shared ones that reach it (a node without any, for claims that need devices, is
+        answered at once)."""
+        assert s.allocator is not None
+        assert s.slices is not None
+        local = s.slices.local.get(node.metadata.name, [])
+        shared = [(i, sl) for i, sl in s.slices.shared if slice_reaches(sl, node)]
+        if not local and not shared and all(c.spec.devices.requests for c in s.allocator.claims):
+            return None
+        if not local:
+            reach = tuple(i for i, _ in shared)
+            if reach in s.by_reach:
+                return s.by_reach[reach]
+            found = s.allocator.search(node, s.slices.pools_of(shared))
+            s.by_reach[reach] = found
+            return found
+        reaching = sorted(local + shared, key=lambda e: e[0])
+        return s.allocator.search(node, s.slices.pools_of(reaching))
+
+    # -- PostFilter ----------------------------------------------------------------------------
+
+    def post_filter(
+        self, state: CycleState, pod: Pod, filtered: dict[str, Status]
+    ) -> tuple[str | None, Status | None]:
+        try:
+            s = state.read(_STATE_KEY, _State)
+        except KeyError:
+            # PreFilter did not run: an earlier PreFilter plugin rejected the pod. kube-scheduler's
+            # plugin then fails reading its state, and its error ends the FailedScheduling
+            # message as it is (recorded from v1.34.4: "... PersistentVolumeClaims. not found").
+            return None, Status(Code.ERROR, ERR_STATE_NOT_FOUND)
+        if not s.claims:
+            return None, Status(Code.UNSCHEDULABLE, MSG_NO_CLAIMS_TO_DEALLOCATE)
+        for index in sorted(s.unavailable):
+            claim = s.claims[index]
+            reserved = claim.status.reserved_for
+            if not reserved or (len(reserved) == 1 and reserved[0].uid == pod.metadata.uid):
+                self._spawn(self._deallocate(claim))
+                return None, Status(Code.UNSCHEDULABLE, "deallocation of ResourceClaim completed")
+        return None, Status(Code.UNSCHEDULABLE, MSG_STILL_NOT_SCHEDULABLE)
+
+    async def _deallocate(self, claim: ResourceClaim) -> None:
+        client = self.handle.client
+        if not isinstance(client, ResourceClaimAPIClient):
+            return
+        meta = claim.metadata
+        patch = {
+            "metadata": {"resourceVersion": meta.resource_version},
+            "status": {"allocation": None, "reservedFor": None},
+        }
+        try:
+            await client.patch_resource_claim(meta.namespace, meta.name, patch, status=True)
+        except Exception as e:
+            log.warning("deallocating resource claim %s: %s", claim_ref(claim), e)
+
+    # -- Reserve / Unreserve / PreBind ----------------------------------------------------------
+
+    def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        s = state.read(_STATE_KEY, _State)
+        if not s.to_allocate or s.allocator is None:
+            return None
+        found = s.node_allocations.get(node_name)
+        if found is None:
+            return Status(Code.ERROR, "claim allocation not found for node")
+        allocations = found.results()
+        if len(allocations) != len(s.to_allocate):
+            return Status(
+                Code.ERROR,
+                f"internal error, have {len(allocations)} allocations, "
+                f"{len(s.to_allocate)} claims to allocate, want {len(s.to_allocate)} claims",
+            )
+        for index, allocation in zip(s.to_allocate, allocations, strict=True):
+            s.allocations[index] = allocation
+            claim = s.claims[index]
+            meta = claim.metadata
+            finalizers = (
+                meta.finalizers if FINALIZER in meta.finalizers else [*meta.finalizers, FINALIZER]
+            )
+            self._changes += 1
+            self._in_flight[meta.uid] = msgspec.structs.replace(
+                claim,
+                metadata=msgspec.structs.replace(meta, finalizers=finalizers),
+                status=msgspec.structs.replace(claim.status, allocation=allocation),
+            )
+        return None
+
+    def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        s = state.get(_STATE_KEY)
+        if not isinstance(s, _State):
+            return
+        for claim in s.claims:
+            uid = claim.metadata.uid
+            if self._in_flight.pop(uid, None) is not None:
+                self._assumed.pop(uid, None)
+                self._changes += 1
+            if claim.status.allocation is not None and claim_reserved_for_pod(pod, claim):
+                self._spawn(self._unreserve(claim, pod))
+
+    async def _unreserve(self, claim: ResourceClaim, pod: Pod) -> None:
+        client = self.handle.client
+        if not isinstance(client, ResourceClaimAPIClient):
+            return
+        meta = claim.metadata
+        reserved = [
+            msgspec.to_builtins(r) for r in claim.status.reserved_for if r.uid != pod.metadata.uid
+        ]
+        patch = {
+            "metadata": {"resourceVersion": meta.resource_version},
+            "status": {"reservedFor": reserved or None},
+        }
+        try:
+            await client.patch_resource_claim(meta.namespace, meta.name, patch, status=True)
+        except Exception as e:  # the next attempt of the pod tries again
+            log.warning("unreserve of resource claim %s: %s", claim_ref(claim), e)
+
+    async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        s = state.read(_STATE_KEY, _State)
+        if not s.claims:
+            return None
+        for index, claim in enumerate(s.claims):
+            if claim_reserved_for_pod(pod, claim):
+                continue
+            try:
+                s.claims[index] = await self._bind_claim(s, index, pod)
+            except Exception as e:
+                log.debug("binding claim %s of pod %s failed: %s", claim_ref(claim), pod.key, e)
+                return Status.as_error(e)
+        return None
+
+    async def _bind_claim(self, s: _State, index: int, pod: Pod) -> ResourceClaim:
+        """``bindClaim``: the finalizer, then the allocation Reserve made and the pod in
+        ``reservedFor``, each write conditional on the claim not having changed meanwhile."""
+        client = self.handle.client
+        if not isinstance(client, ResourceClaimAPIClient):
+            raise RuntimeError("the front end cannot write resource claims")
+        claim = s.claims[index]
+        allocation = s.allocations[index]
+        meta = claim.metadata
+        uid = meta.uid
+        try:
+            if meta.deletion_timestamp is not None:
+                raise RuntimeError(f"claim {claim_ref(claim)} got deleted in the meantime")
+            if allocation is not None and FINALIZER not in meta.finalizers:
+                claim = await client.patch_resource_claim(
+                    meta.namespace,
+                    meta.name,
+                    {
+                        "metadata": {
+                            "resourceVersion": meta.resource_version,
+                            "finalizers": [*meta.finalizers, FINALIZER],
+                        }
+                    },
+                )
+            status: dict[str, Any] = {
+                "reservedFor": [
+                    *(msgspec.to_builtins(r) for r in claim.status.reserved_for),
+                    {"resource": "pods", "name": pod.metadata.name, "uid": pod.metadata.uid},
+                ]
+            }
+            if allocation is not None:
+                if claim.status.allocation is not None:
+                    raise RuntimeError(
+                        f"claim {claim_ref(claim)} got allocated elsewhere in the meantime"
+                    )
+                status["allocation"] = msgspec.to_builtins(allocation)
+            try:
+                claim = await client.patch_resource_claim(
+                    meta.namespace,
+                    meta.name,
+                    {
+                        "metadata": {"resourceVersion": claim.metadata.resource_version},
+                        "status": status,
+                    },
+                    status=True,
+                )
+            except Exception as e:
+                what = "allocation and reservation" if allocation is not None else "reservation"
+                raise RuntimeError(f"add {what} to claim {claim_ref(claim)}: {e}") from e
+            self._assumed[uid] = claim
+            self._changes += 1
+            return claim
+        finally:
+            if allocation is not None and self._in_flight.pop(uid, None) is not None:
+                self._changes += 1
+
+    def _spawn(self, coro: Any) -> None:
+        try:
+            task = asyncio.get_running_loop().create_task(coro)
+        except RuntimeError:  # no event loop: nothing can be written
+            coro.close()
+            return
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def aclose(self) -> None:
+        if self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    # -- queueing ------------------------------------------------------------------------------
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        return [
+            # Node labels against slices' node selectors (queueing hints on, as in v1.34).
+            ClusterEventWithHint(
+                ClusterEvent(
+                    "Node",
+                    ActionType.ADD
+                    | ActionType.UPDATE_NODE_LABEL
+                    | ActionType.UPDATE_NODE_ALLOCATABLE,
+                )
+            ),
+            # Allocation is tracked in ResourceClaims.
+            ClusterEventWithHint(
+                ClusterEvent(RESOURCE_CLAIM, ActionType.ADD | ActionType.UPDATE),
+                self.is_schedulable_after_claim_change,
+            ),
+            # The resourceclaim controller names the claim it made in the pod's status.
+            ClusterEventWithHint(
+                ClusterEvent("Pod", ActionType.UPDATE_POD_GENERATED_RESOURCE_CLAIM),
+                self.is_schedulable_after_pod_change,
+            ),
+            # A missing class created, or a class's selectors changed.
+            ClusterEventWithHint(ClusterEvent(DEVICE_CLASS, ActionType.ADD | ActionType.UPDATE)),
+            # New or changed devices.
+            ClusterEventWithHint(ClusterEvent(RESOURCE_SLICE, ActionType.ADD | ActionType.UPDATE)),
+        ]
+
+    def is_schedulable_after_claim_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """A claim of the pod created or its status changed, or any claim deallocated."""
+        try:
+            original, modified = as_objects(old, new, ResourceClaim)
+        except TypeError:
+            return QueueingHint.QUEUE
+        if modified is None:
+            return QueueingHint.QUEUE
+        try:
+            uses = any(c.metadata.uid == modified.metadata.uid for c in self._pod_claims(pod))
+        except ClaimNameError:
+            return QueueingHint.SKIP
+        if (
+            original is not None
+            and original.status.allocation is not None
+            and modified.status.allocation is None
+        ):
+            return QueueingHint.QUEUE
+        if not uses:
+            return QueueingHint.SKIP
+        if original is None:
+            return QueueingHint.QUEUE
+        return QueueingHint.SKIP if original.status == modified.status else QueueingHint.QUEUE
+
+    def is_schedulable_after_pod_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """The pod itself, now that every claim it names exists."""
+        try:
+            _, modified = as_objects(old, new, Pod)
+        except TypeError:
+            return QueueingHint.QUEUE
+        if modified is None or modified.metadata.uid != pod.metadata.uid:
+            return QueueingHint.SKIP
+        if not modified.spec.resource_claims:
+            return QueueingHint.SKIP
+        try:
+            self._pod_claims(modified)
+        except ClaimNameError:
+            return QueueingHint.SKIP
+        return QueueingHint.QUEUE
+
+
+def _add_devices(claim: ResourceClaim, out: set[DeviceID]) -> None:
+    allocation = claim.status.allocation
+    if allocation is None:
+        return
+    for r in allocation.devices.results:
+        if not r.admin_access:
+            out.add((r.driver, r.pool, r.device))
+
+
+def _newer(a: ResourceClaim, b: ResourceClaim) -> bool:
+    """Whether ``a`` is a later version of the claim than ``b`` (resourceVersions are integers
+    on a real API server; anything else is compared as text)."""
+    ra, rb = a.metadata.resource_version, b.metadata.resource_version
+    if ra.isdigit() and rb.isdigit():
+        return int(ra) > int(rb)
+    return ra != rb and ra > rb

@@ -1,0 +1,11 @@
+"""The simulator's errors, under one root."""
+
+from __future__ import annotations
+
+
+class SimulateError(Exception):
+    """Nothing could be simulated; the message says why."""
+
+
+class InputError(SimulateError):
+    """A path that cannot be read at all."""

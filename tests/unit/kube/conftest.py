@@ -1,0 +1,15 @@
+"""Closes the fake API servers a test started."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from kube_fakes import servers
+
+
+@pytest.fixture(autouse=True)
+def _close_fake_servers() -> Iterator[None]:
+    yield
+    while servers:
+        servers.pop().close()

@@ -1,0 +1,495 @@
+"""DynamicResources for pods with claims: PreEnqueue to PreBind as kube-scheduler v1.34, with the
+writes landing in a simulated store, and the plugin inside ``kubesched simulate``."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, cast
+
+import msgspec
+import pytest
+
+from builders import make_node, make_pod
+from kubesched.api import (
+    DeviceClass,
+    OwnerReference,
+    Pod,
+    PodResourceClaimStatus,
+    ResourceClaim,
+    ResourceSlice,
+)
+from kubesched.config import default_config
+from kubesched.framework import Code, CycleState, Handle, Nodes, QueueingHint, Snapshot, Status
+from kubesched.plugins import default_registry
+from kubesched.plugins.dynamic_resources import (
+    ERR_CANNOT_ALLOCATE,
+    ERR_NOT_AVAILABLE,
+    MSG_STILL_NOT_SCHEDULABLE,
+    DynamicResources,
+)
+from kubesched.simulate import load_text, simulate
+from kubesched.simulate._storage import MemoryStorage
+
+UU = Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+DRIVER = "gpu.example.com"
+
+
+class _Handle:
+    def __init__(self, snapshot: Snapshot, client: Any) -> None:
+        self.snapshot = snapshot
+        self.client = client
+        self.profile_name = "test"
+
+
+def gpu_class() -> DeviceClass:
+    return msgspec.convert(
+        {
+            "metadata": {"name": "gpu"},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
+        },
+        DeviceClass,
+    )
+
+
+def gpus(node: str, *names: str) -> ResourceSlice:
+    return msgspec.convert(
+        {
+            "metadata": {"name": f"{node}-gpus"},
+            "spec": {
+                "driver": DRIVER,
+                "nodeName": node,
+                "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                "devices": [{"name": n} for n in names],
+            },
+        },
+        ResourceSlice,
+    )
+
+
+def gpu_claim(name: str, selector: str | None = None, **status: Any) -> ResourceClaim:
+    exactly: dict[str, Any] = {"deviceClassName": "gpu"}
+    if selector:
+        exactly["selectors"] = [{"cel": {"expression": selector}}]
+    return msgspec.convert(
+        {
+            "metadata": {"name": name, "namespace": "default", "uid": f"{name}-uid"},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}},
+            "status": status,
+        },
+        ResourceClaim,
+    )
+
+
+def claiming(name: str, claim: str) -> Pod:
+    return make_pod(name, spec={"resourceClaims": [{"name": "gpu", "resourceClaimName": claim}]})
+
+
+class _Client:
+    """The front end's API client: ResourceClaim writes into the simulated store."""
+
+    def __init__(self, storage: MemoryStorage) -> None:
+        self.storage = storage
+
+    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+        raise AssertionError("DynamicResources does not bind")
+
+    async def patch_resource_claim(
+        self, namespace: str, name: str, patch: Any, *, status: bool = False
+    ) -> ResourceClaim:
+        return await self.storage.patch_resource_claim(namespace, name, patch, status=status)
+
+
+class Cluster:
+    def __init__(self, *objects: Any) -> None:
+        self.snapshot = Snapshot()
+        for n in ("node-a", "node-b"):
+            self.snapshot.set_node(make_node(n))
+        for obj in objects:
+            self.snapshot.objects.set(obj)
+        self.storage = MemoryStorage(self.snapshot)
+        client = _Client(self.storage)
+        self.plugin = DynamicResources(cast(Handle, _Handle(self.snapshot, client)))
+
+    def nodes(self) -> Nodes:
+        return Nodes(self.snapshot, self.snapshot.present_slots())
+
+    def verdicts(self, pod: Pod) -> tuple[CycleState, Status | None, dict[str, Status | None]]:
+        state = CycleState()
+        _, status = self.plugin.pre_filter(state, pod, self.nodes())
+        if status is not None:
+            return state, status, {}
+        out = {}
+        for info in self.nodes().infos():
+            assert info.node is not None
+            out[info.node.metadata.name] = self.plugin.filter(state, pod, info)
+        return state, None, out
+
+    def claim(self, name: str) -> ResourceClaim:
+        c = self.snapshot.objects.get(ResourceClaim, name, "default")
+        assert c is not None
+        return c
+
+
+def test_claim_allocated_on_the_node_with_a_device_then_written_at_pre_bind() -> None:
+    c = Cluster(gpu_class(), gpus("node-a", "gpu-0"), gpu_claim("c"))
+    pod = claiming("p", "c")
+    assert c.plugin.pre_enqueue(pod) is None
+    state, status, verdicts = c.verdicts(pod)
+    assert status is None
+    assert verdicts == {"node-a": None, "node-b": Status(UU, ERR_CANNOT_ALLOCATE)}
+    assert c.plugin.reserve(state, pod, "node-a") is None
+    # In flight: the device is taken for every other pod.
+    other = claiming("q", "d")
+    c.snapshot.objects.set(gpu_claim("d"))
+    _, _, others = c.verdicts(other)
+    assert others == {
+        "node-a": Status(UU, ERR_CANNOT_ALLOCATE),
+        "node-b": Status(UU, ERR_CANNOT_ALLOCATE),
+    }
+    _, status, _ = c.verdicts(pod)
+    assert status == Status(UU, "resource claim default/c is in the process of being allocated")
+    assert asyncio.run(c.plugin.pre_bind(state, pod, "node-a")) is None
+    written = msgspec.to_builtins(c.claim("c"))
+    assert written["metadata"]["finalizers"] == ["resource.kubernetes.io/delete-protection"]
+    assert written["status"] == {
+        "allocation": {
+            "devices": {
+                "results": [
+                    {"request": "gpu", "driver": DRIVER, "pool": "node-a", "device": "gpu-0"}
+                ]
+            },
+            "nodeSelector": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchFields": [
+                            {"key": "metadata.name", "operator": "In", "values": ["node-a"]}
+                        ]
+                    }
+                ]
+            },
+        },
+        "reservedFor": [{"resource": "pods", "name": "p", "uid": pod.metadata.uid}],
+    }
+    # Allocated now: still taken, and the claim's pod only goes where its devices are.
+    _, _, others = c.verdicts(other)
+    assert others["node-a"] == Status(UU, ERR_CANNOT_ALLOCATE)
+
+
+def test_unreserve_releases_the_devices_allocated_in_flight() -> None:
+    c = Cluster(gpu_class(), gpus("node-a", "gpu-0"), gpu_claim("c"), gpu_claim("d"))
+    pod = claiming("p", "c")
+    state, _, _ = c.verdicts(pod)
+    c.plugin.reserve(state, pod, "node-a")
+    c.plugin.unreserve(state, pod, "node-a")
+    _, _, verdicts = c.verdicts(claiming("q", "d"))
+    assert verdicts["node-a"] is None
+
+
+def test_shared_claim_already_allocated_is_reserved_for_one_more_pod() -> None:
+    allocated = {
+        "allocation": {
+            "devices": {
+                "results": [
+                    {"request": "gpu", "driver": DRIVER, "pool": "node-a", "device": "gpu-0"}
+                ]
+            },
+            "nodeSelector": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchFields": [
+                            {"key": "metadata.name", "operator": "In", "values": ["node-a"]}
+                        ]
+                    }
+                ]
+            },
+        },
+        "reservedFor": [{"resource": "pods", "name": "first", "uid": "first-uid"}],
+    }
+    c = Cluster(gpu_class(), gpus("node-a", "gpu-0"), gpu_claim("shared", **allocated))
+    pod = claiming("second", "shared")
+    state, status, verdicts = c.verdicts(pod)
+    assert status is None
+    assert verdicts == {"node-a": None, "node-b": Status(UU, ERR_NOT_AVAILABLE)}
+    assert c.plugin.reserve(state, pod, "node-a") is None
+    assert asyncio.run(c.plugin.pre_bind(state, pod, "node-a")) is None
+    reserved = [r.name for r in c.claim("shared").status.reserved_for]
+    assert reserved == ["first", "second"]
+
+
+def test_missing_claim_class_and_template_claim_keep_the_pod_out() -> None:
+    c = Cluster(gpu_class())
+    assert c.plugin.pre_enqueue(claiming("p", "nope")) == Status(
+        UU, 'could not find ResourceClaim "default/nope"'
+    )
+    templated = make_pod(
+        "t", spec={"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "tmpl"}]}
+    )
+    assert c.plugin.pre_enqueue(templated) == Status(
+        UU, 'pod "default/t": ResourceClaim not created yet'
+    )
+    no_class = gpu_claim("c")
+    no_class.spec.devices.requests[0].exactly.device_class_name = "tpu"  # type: ignore[union-attr]
+    c.snapshot.objects.set(no_class)
+    _, status, _ = c.verdicts(claiming("p", "c"))
+    assert status == Status(UU, "request gpu: device class tpu does not exist")
+
+
+def test_a_claim_made_for_another_pod_is_not_used() -> None:
+    c = Cluster(gpu_class(), gpus("node-a", "gpu-0"))
+    made = gpu_claim("t-gpu-abcde")
+    made.metadata.owner_references = msgspec.convert(
+        [
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "name": "other",
+                "uid": "other-uid",
+                "controller": True,
+            }
+        ],
+        list[Any],
+    )
+    c.snapshot.objects.set(msgspec.convert(msgspec.to_builtins(made), ResourceClaim))
+    pod = make_pod(
+        "t", spec={"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "tmpl"}]}
+    )
+    pod.status.resource_claim_statuses = [
+        PodResourceClaimStatus(name="gpu", resource_claim_name="t-gpu-abcde")
+    ]
+    assert c.plugin.pre_enqueue(pod) == Status(
+        UU,
+        "ResourceClaim default/t-gpu-abcde was not created for pod default/t (pod is not owner)",
+    )
+
+
+def test_a_bad_selector_is_an_error_for_its_pod_only() -> None:
+    c = Cluster(
+        gpu_class(),
+        gpus("node-a", "gpu-0"),
+        gpu_claim("bad", f'device.attributes["{DRIVER}"].model == "x"'),
+    )
+    _, _, verdicts = c.verdicts(claiming("p", "bad"))
+    status = verdicts["node-a"]
+    assert status is not None
+    assert status.code == Code.ERROR
+    assert status.message == (
+        "claim default/bad: selector #0: CEL runtime error: no such key: model"
+    )
+
+
+def test_claim_event_hints() -> None:
+    c = Cluster(gpu_class(), gpu_claim("c"), gpu_claim("unrelated"))
+    pod = claiming("p", "c")
+    hint = c.plugin.is_schedulable_after_claim_change
+    mine, other = c.claim("c"), c.claim("unrelated")
+    assert hint(pod, None, mine) == QueueingHint.QUEUE
+    assert hint(pod, mine, mine) == QueueingHint.SKIP
+    assert hint(pod, None, other) == QueueingHint.SKIP
+    allocated = msgspec.structs.replace(
+        other,
+        status=msgspec.convert({"allocation": {"devices": {"results": []}}}, type(other.status)),
+    )
+    assert hint(pod, allocated, other) == QueueingHint.QUEUE  # devices freed
+    assert hint(claiming("q", "missing"), None, mine) == QueueingHint.SKIP
+
+
+MANIFESTS = f"""
+kind: Node
+metadata: {{name: node-a}}
+status: {{allocatable: {{cpu: "4", memory: 8Gi, pods: "110"}}}}
+---
+kind: Node
+metadata: {{name: node-b}}
+status: {{allocatable: {{cpu: "4", memory: 8Gi, pods: "110"}}}}
+---
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {{name: gpu}}
+spec:
+  selectors: [{{cel: {{expression: 'device.driver == "{DRIVER}"'}}}}]
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {{name: node-b-gpus}}
+spec:
+  driver: {DRIVER}
+  nodeName: node-b
+  pool: {{name: node-b, generation: 1, resourceSliceCount: 1}}
+  devices:
+  - name: gpu-0
+    attributes: {{model: {{string: a100}}}}
+    capacity: {{memory: {{value: 40Gi}}}}
+  - name: gpu-1
+    attributes: {{model: {{string: h100}}}}
+    capacity: {{memory: {{value: 80Gi}}}}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {{name: big-gpu}}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly:
+          deviceClassName: gpu
+          selectors:
+          - cel:
+              expression: 'device.capacity["{DRIVER}"].memory.compareTo(quantity("64Gi")) >= 0'
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {{name: broken}}
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly:
+        deviceClassName: gpu
+        selectors: [{{cel: {{expression: 'device.attributes["{DRIVER}"].nosuch == 1'}}}}]
+---
+kind: Pod
+metadata: {{name: broken}}
+spec:
+  containers: [{{name: c, image: x}}]
+  resourceClaims: [{{name: gpu, resourceClaimName: broken}}]
+---
+kind: Pod
+metadata: {{name: big}}
+spec:
+  containers: [{{name: c, image: x}}]
+  resourceClaims: [{{name: gpu, resourceClaimTemplateName: big-gpu}}]
+---
+kind: Pod
+metadata: {{name: another-big}}
+spec:
+  containers: [{{name: c, image: x}}]
+  resourceClaims: [{{name: gpu, resourceClaimTemplateName: big-gpu}}]
+---
+kind: Pod
+metadata: {{name: no-claims}}
+spec:
+  containers: [{{name: c, image: x}}]
+"""
+
+
+def test_simulate_makes_claims_from_templates_and_counts_allocated_devices() -> None:
+    inputs = load_text(MANIFESTS)
+    assert not inputs.errors
+    result = asyncio.run(simulate(inputs, default_config(), default_registry(), seed=1))
+    by_name = {p.name: p for p in result.pods}
+    assert by_name["big"].node == "node-b"
+    assert by_name["no-claims"].node is not None
+    assert by_name["another-big"].node is None
+    assert by_name["another-big"].message == (
+        "0/2 nodes are available: 2 cannot allocate all claims. still not schedulable, "
+        "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+    )
+    broken = by_name["broken"]
+    assert broken.reason == "SchedulerError"
+    # kube-scheduler prefixes 'running "DynamicResources" filter plugin: ' (the framework's
+    # part); the plugin's error is this.
+    assert broken.message.endswith(
+        "claim default/broken: selector #0: CEL runtime error: no such key: nosuch"
+    )
+
+
+@pytest.mark.parametrize("expression", ["device.driver ==", "1 + 1"])
+def test_simulate_reports_a_selector_that_does_not_compile_or_is_not_bool(expression: str) -> None:
+    text = MANIFESTS.replace(f'device.attributes["{DRIVER}"].nosuch == 1', expression)
+    result = asyncio.run(simulate(load_text(text), default_config(), default_registry(), seed=1))
+    broken = next(p for p in result.pods if p.name == "broken")
+    assert broken.reason == "SchedulerError"
+    assert "claim default/broken: selector #0: CEL " in broken.message
+    assert next(p for p in result.pods if p.name == "big").node == "node-b"
+
+
+def test_post_filter_deallocates_a_claim_out_of_reach_that_no_other_pod_uses() -> None:
+    on_b = {
+        "allocation": {
+            "devices": {
+                "results": [{"request": "gpu", "driver": DRIVER, "pool": "node-b", "device": "x"}]
+            },
+            "nodeSelector": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchFields": [
+                            {"key": "metadata.name", "operator": "In", "values": ["node-b"]}
+                        ]
+                    }
+                ]
+            },
+        }
+    }
+    c = Cluster(gpu_class(), gpu_claim("stranded", **on_b))
+    pod = claiming("p", "stranded")
+
+    async def attempt() -> tuple[str | None, Status | None]:
+        state, _, verdicts = c.verdicts(pod)
+        assert verdicts["node-a"] == Status(UU, ERR_NOT_AVAILABLE)
+        # As if node-b were ruled out by another plugin.
+        result = c.plugin.post_filter(state, pod, {})
+        await c.plugin.aclose()
+        return result
+
+    assert asyncio.run(attempt()) == (
+        None,
+        Status(Code.UNSCHEDULABLE, "deallocation of ResourceClaim completed"),
+    )
+    assert c.claim("stranded").status.allocation is None
+    # Used by another pod: left as it is.
+    shared = dict(on_b, reservedFor=[{"resource": "pods", "name": "o", "uid": "o-uid"}])
+    c = Cluster(gpu_class(), gpu_claim("shared", **shared))
+    pod = claiming("p", "shared")
+    state, _, _ = c.verdicts(pod)
+    assert c.plugin.post_filter(state, pod, {}) == (
+        None,
+        Status(Code.UNSCHEDULABLE, MSG_STILL_NOT_SCHEDULABLE),
+    )
+
+
+def test_pod_change_hint_waits_for_every_claim() -> None:
+    c = Cluster(gpu_class())
+    pod = make_pod(
+        "t", spec={"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "tmpl"}]}
+    )
+    hint = c.plugin.is_schedulable_after_pod_change
+    assert hint(pod, pod, pod) == QueueingHint.SKIP
+    made = gpu_claim("t-gpu-x")
+    made.metadata.owner_references = [
+        OwnerReference(
+            api_version="v1", kind="Pod", name="t", uid=pod.metadata.uid, controller=True
+        )
+    ]
+    c.snapshot.objects.set(made)
+    updated = msgspec.structs.replace(
+        pod,
+        status=msgspec.structs.replace(
+            pod.status,
+            resource_claim_statuses=[
+                PodResourceClaimStatus(name="gpu", resource_claim_name="t-gpu-x")
+            ],
+        ),
+    )
+    assert hint(pod, pod, updated) == QueueingHint.QUEUE
+    assert hint(claiming("other", "c"), pod, updated) == QueueingHint.SKIP
+    assert c.plugin.pre_enqueue(updated) is None
+
+
+def test_unreserve_after_pre_bind_takes_the_pod_out_of_reserved_for() -> None:
+    c = Cluster(gpu_class(), gpus("node-a", "gpu-0"), gpu_claim("c"))
+    pod = claiming("p", "c")
+
+    async def cycle() -> None:
+        state, _, _ = c.verdicts(pod)
+        c.plugin.reserve(state, pod, "node-a")
+        assert await c.plugin.pre_bind(state, pod, "node-a") is None
+        assert [r.name for r in c.claim("c").status.reserved_for] == ["p"]
+        # Binding failed after PreBind: the claim stays allocated, reserved for nobody.
+        c.plugin.unreserve(state, pod, "node-a")
+        await c.plugin.aclose()
+
+    asyncio.run(cycle())
+    claim = c.claim("c")
+    assert claim.status.reserved_for == []
+    assert claim.status.allocation is not None

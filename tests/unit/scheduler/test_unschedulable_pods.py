@@ -1,0 +1,68 @@
+"""unschedulablePods: counted once per entry, gated pods and pods any event moves kept apart
+(kube-scheduler's unschedulable_pods_test.go scenarios)."""
+
+from __future__ import annotations
+
+from builders import make_pod
+from kubesched.framework import PodInfo, QueuedPodInfo
+from kubesched.scheduler._unschedulable_pods import UnschedulablePods
+
+
+def qinfo(name: str, *rejectors: str, gated_by: str = "") -> QueuedPodInfo:
+    qpi = QueuedPodInfo(PodInfo.of(make_pod(name)), initial_attempt_timestamp=0, timestamp=0)
+    qpi.unschedulable_plugins = set(rejectors)
+    qpi.gated_by = gated_by
+    return qpi
+
+
+def uid(qpi: QueuedPodInfo) -> str:
+    return qpi.pod.metadata.uid
+
+
+def test_a_pod_counts_as_incoming_when_it_arrives_not_when_updated() -> None:
+    incoming: dict[str, int] = {}
+    pods = UnschedulablePods({"Fit"}, incoming)
+    qpi = qinfo("p", "Fit")
+    pods.add(qpi, "ScheduleAttemptFailure")
+    pods.add(qpi, "UnschedulablePodUpdate")
+    assert incoming == {"ScheduleAttemptFailure": 1}
+    assert pods.delete(uid(qpi))
+    assert not pods.delete(uid(qpi))
+    pods.add(qpi, "NodeAdd")
+    assert incoming == {"ScheduleAttemptFailure": 1, "NodeAdd": 1}
+
+
+def test_gated_pods_are_kept_apart_and_follow_updates() -> None:
+    pods = UnschedulablePods({"Fit", "SchedulingGates"}, {})
+    gated = qinfo("g", "SchedulingGates", gated_by="SchedulingGates")
+    plain = qinfo("p", "Fit")
+    pods.add(gated, "UnschedulablePodAdd")
+    pods.add(plain, "ScheduleAttemptFailure")
+    assert (pods.size(), pods.gated_size()) == (2, 1)
+    assert pods.gated(uid(gated))
+    assert not pods.gated(uid(plain))
+    gated.gated_by = ""
+    pods.add(gated, "UnschedulablePodUpdate")
+    assert pods.gated_size() == 0
+    gated.gated_by = "SchedulingGates"
+    pods.add(gated, "UnschedulablePodUpdate")
+    pods.delete(uid(gated))
+    assert (pods.size(), pods.gated_size()) == (1, 0)
+    assert pods.get(uid(plain)) is plain
+    assert pods.get(uid(gated)) is None
+    assert [p.metadata.name for p in pods.pods()] == ["p"]
+
+
+def test_pods_any_event_moves_are_those_without_a_registered_rejector() -> None:
+    pods = UnschedulablePods({"Fit"}, {})
+    erred = qinfo("erred")
+    fit = qinfo("fit", "Fit")
+    silent = qinfo("silent", "Fit", "NoEvents")  # NoEvents registered nothing
+    for q in (erred, fit, silent):
+        pods.add(q, "ScheduleAttemptFailure")
+    assert {q.pod.metadata.name for q in pods.catch_all()} == {"erred", "silent"}
+    assert {q.pod.metadata.name for q in pods.pod_infos()} == {"erred", "fit", "silent"}
+    silent.unschedulable_plugins = {"Fit"}
+    pods.add(silent, "UnschedulablePodUpdate")
+    pods.delete(uid(erred))
+    assert pods.catch_all() == []
