@@ -692,17 +692,33 @@ def bench_core(
 @click.option(
     "--scheduler",
     "which",
-    type=click.Choice(["kubesched", "kube-scheduler", "both"]),
+    type=click.Choice(["kubesched", "kube-scheduler", "binder", "both"]),
     default="both",
     show_default=True,
+    help="binder: binds round-robin and writes the events, deciding nothing.",
+)
+@click.option(
+    "--ceiling/--no-ceiling",
+    default=True,
+    show_default=True,
+    help="Also run the binder: the API server's ceiling on the same control plane shape.",
 )
 @click.option(
     "--workload",
-    type=click.Choice(["basic", "mixed", "small"]),
     default="basic",
     show_default=True,
     help="basic: SchedulingBasic (5000 nodes, 1000 + 10000 pods); mixed: taints, affinity, "
-    "sizes at the same scale; small: mixed at CI size (100 nodes, 100 + 500 pods).",
+    "sizes at the same scale; small: mixed at CI size (100 nodes, 100 + 500 pods); or a "
+    "scheduler_perf workload by its upstream name, e.g. SchedulingBasic/5000Nodes_10000Pods "
+    "(docs/benchmarks.md lists them); all: each of those in turn.",
+)
+@click.option(
+    "--arrival",
+    type=click.Choice(["rate", "backlog"]),
+    default="rate",
+    show_default=True,
+    help="rate: measured pods are created while the scheduler runs, as fast as the API server "
+    "takes them; backlog: all exist before the scheduler starts (its own ceiling).",
 )
 @click.option(
     "-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True
@@ -720,7 +736,9 @@ def bench_e2e(
     pods: int | None,
     init_pods: int | None,
     which: str,
+    ceiling: bool,
     workload: str,
+    arrival: str,
     output: str,
     plot: str | None,
     stall_timeout: float,
@@ -734,32 +752,53 @@ def bench_e2e(
 
     from kubesched import cluster as control_plane  # noqa: PLC0415
     from kubesched.bench import (  # noqa: PLC0415
+        ALL,
         StderrProgress,
+        compare,
         e2e_table,
         plot_throughput,
         run_e2e,
+        summary_table,
     )
     from kubesched.bench import workload as get_workload  # noqa: PLC0415
 
-    schedulers = ["kubesched", "kube-scheduler"] if which == "both" else [which]
     try:
-        results = run_e2e(
-            schedulers,
-            get_workload(workload),
-            nodes=nodes,
-            init_pods=init_pods,
-            measured_pods=pods,
-            stall_timeout=stall_timeout,
-            progress=StderrProgress(),
-        )
+        shapes = [get_workload(w) for w in (ALL if workload == "all" else [workload])]
+    except ValueError as err:
+        raise click.BadParameter(f"{err}, or all", param_hint="--workload") from err
+    if plot and len(shapes) > 1:
+        raise click.BadParameter("takes one workload, not all", param_hint="--plot")
+    schedulers = ["kubesched", "kube-scheduler"] if which == "both" else [which]
+    if ceiling and "binder" not in schedulers:
+        schedulers.append("binder")
+    runs = []
+    try:
+        for shape in shapes:
+            results = run_e2e(
+                schedulers,
+                shape,
+                nodes=nodes,
+                init_pods=init_pods,
+                measured_pods=pods,
+                arrival=arrival,
+                stall_timeout=stall_timeout,
+                progress=StderrProgress(),
+            )
+            runs.append((results, compare(results, threshold=shape.threshold)))
     except control_plane.ClusterError as err:
         raise click.ClickException(str(err)) from err
     if plot:
-        plot_throughput(results, Path(plot))
+        plot_throughput(runs[0][0], Path(plot))
     if output == "json":
-        click.echo(json.dumps({"results": [r.to_json() for r in results]}, indent=2))
+        document = {
+            "arrival": arrival,
+            "results": [r.to_json() for results, _ in runs for r in results],
+            "comparisons": [c.to_json() for _, c in runs],
+        }
+        click.echo(json.dumps(document, indent=2))
     else:
-        click.echo(e2e_table(results))
+        tables = [e2e_table(results, c) for results, c in runs]
+        click.echo("\n\n".join([*tables, summary_table([c for _, c in runs])]))
 
 
 @main.command("extender")

@@ -7,9 +7,11 @@
 See docs/benchmarks.md.
 """
 
+from kubesched.bench._compare import Comparison, compare
 from kubesched.bench._core import PROFILES, CoreResult, MemoryCluster, run_core
 from kubesched.bench._e2e import (
     APISERVER_ARGS,
+    ARRIVALS,
     SCHEDULERS,
     E2EResult,
     run_e2e,
@@ -19,7 +21,13 @@ from kubesched.bench._e2e import (
 from kubesched.bench._errors import BenchError
 from kubesched.bench._placement import Placement, check_placement, constraint_violation
 from kubesched.bench._progress import Progress, Silent, StderrProgress
-from kubesched.bench._report import core_table, e2e_table, plot_throughput
+from kubesched.bench._report import (
+    comparison_line,
+    core_table,
+    e2e_table,
+    plot_throughput,
+    summary_table,
+)
 from kubesched.bench._stats import (
     NodeUsage,
     Summary,
@@ -30,14 +38,18 @@ from kubesched.bench._stats import (
     std_dev,
     throughput_series,
 )
-from kubesched.bench._workloads import WORKLOADS, Workload, workload
+from kubesched.bench._workloads import ALL, UPSTREAM, WORKLOADS, Workload, workload
 
 __all__ = [
+    "ALL",
     "APISERVER_ARGS",
+    "ARRIVALS",
     "PROFILES",
     "SCHEDULERS",
+    "UPSTREAM",
     "WORKLOADS",
     "BenchError",
+    "Comparison",
     "CoreResult",
     "E2EResult",
     "MemoryCluster",
@@ -50,6 +62,8 @@ __all__ = [
     "Workload",
     "average_throughput",
     "check_placement",
+    "compare",
+    "comparison_line",
     "constraint_violation",
     "core_table",
     "cpu_fraction_spread",
@@ -62,6 +76,7 @@ __all__ = [
     "run_one",
     "scheduler_config",
     "std_dev",
+    "summary_table",
     "throughput_series",
     "workload",
 ]

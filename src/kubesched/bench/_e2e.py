@@ -10,8 +10,12 @@ perf suite relies on (no priority and fairness, large in-flight limits), then:
 4. the measured pods are created as fast as the API server takes them, from many concurrent
    requests, and the run waits until every one is bound (or nothing is bound for
    ``stall_timeout`` seconds);
-5. nodes and pods are listed and checked: overcommitted nodes, constraint violations, pods left
+5. the measured pods' ``Scheduled`` events are counted (see _events);
+6. nodes and pods are listed and checked: overcommitted nodes, constraint violations, pods left
    unbound, and the spread of allocated CPU.
+
+That is ``rate`` arrival. With ``backlog`` arrival the scheduler that placed the init pods is
+stopped, every measured pod is created, and a fresh scheduler process starts on them all.
 
 Timing comes from a watch on the pods (the API server's side): a pod's latency is from its
 ADDED event to the event that shows it bound, throughput is bound pods per second. CPU seconds
@@ -22,10 +26,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +40,7 @@ import yaml
 
 from kubesched.api import Node, ObjectList, Pod
 from kubesched.bench._errors import BenchError
+from kubesched.bench._events import settled_scheduled_events
 from kubesched.bench._http import FastClient
 from kubesched.bench._placement import check_placement
 from kubesched.bench._proc import ProcessSample, sample
@@ -42,7 +48,8 @@ from kubesched.bench._progress import Progress, Silent
 from kubesched.bench._stats import Summary, percentile, throughput_series
 from kubesched.bench._workloads import Workload
 
-SCHEDULERS = ("kubesched", "kube-scheduler")
+#: The schedulers measured; ``binder`` decides nothing (the API server's ceiling, see _binder).
+SCHEDULERS = ("kubesched", "kube-scheduler", "binder")
 NAMESPACE = "bench"
 
 #: kube-apiserver flags of the runs: what kube-scheduler's perf suite relies on (priority and
@@ -61,6 +68,11 @@ CLIENT_BURST = 5000
 #: create faster here (the API server is the limit) and take API server time from the scheduler.
 CREATE_CONCURRENCY = 16
 THROUGHPUT_INTERVAL = 1.0
+#: Measured pods created while the scheduler runs, as fast as the API server takes them.
+ARRIVAL_RATE = "rate"
+#: Every measured pod exists before the scheduler starts: the scheduler's own ceiling.
+ARRIVAL_BACKLOG = "backlog"
+ARRIVALS = (ARRIVAL_RATE, ARRIVAL_BACKLOG)
 
 
 @dataclass(slots=True)
@@ -69,11 +81,18 @@ class E2EResult:
 
     scheduler: str
     workload: str
+    #: How the measured pods arrived: ``rate`` or ``backlog``.
+    arrival: str
     nodes: int
     init_pods: int
     measured_pods: int
-    #: Measured pods bound per second, from the first measured pod's ADDED event to the last
-    #: measured pod's binding.
+    #: Measured pods bound by the end of the run.
+    pods_bound: int
+    #: Measured pods with a ``Scheduled`` event in the API server at the end of the run
+    #: (``events.k8s.io/v1``): what ``kubectl get events`` shows.
+    events_written: int
+    #: Measured pods bound per second: with ``rate`` arrival from the first measured pod's ADDED
+    #: event to the last measured pod's binding, with ``backlog`` from the first binding.
     throughput_pods_per_s: float
     throughput_interval_s: float
     #: Bound measured pods per window of ``throughput_interval_s``, from the same start.
@@ -86,6 +105,8 @@ class E2EResult:
     latency_p99_s: float | None
     latency_max_s: float | None
     latency_mean_s: float | None
+    #: Backlog arrival: from starting the scheduler process to the first measured binding.
+    startup_s: float | None
     #: Scheduler process CPU (user + system) during the measured phase.
     cpu_s: float
     cpu_per_pod_ms: float
@@ -188,13 +209,6 @@ async def _wait_bound(
     return max(times.bound[n] for n in names) if names else time.monotonic()
 
 
-@dataclass(slots=True)
-class _Process:
-    pid: int
-    before: ProcessSample | None = None
-    after: ProcessSample | None = None
-
-
 def _cluster_pid(cluster: str, name: str) -> int | None:
     from kubesched.cluster import status  # noqa: PLC0415
 
@@ -217,6 +231,19 @@ def _start_scheduler(
             config_file, cluster=cluster, kubeconfig=kubeconfig, progress=progress.note
         )
         return info.pid
+
+    if which == "binder":
+        binder = [
+            sys.executable,
+            "-c",
+            "from kubesched.bench._binder import main; main()",
+            f"--kubeconfig={kubeconfig}",
+            f"--qps={CLIENT_QPS}",
+            f"--burst={CLIENT_BURST}",
+        ]
+        return control_plane.start_component(
+            "binder", binder, cluster=cluster, progress=progress.note
+        ).pid
 
     def argv(port: int) -> list[str]:
         return [
@@ -243,6 +270,22 @@ def _start_scheduler(
     return started.pid
 
 
+async def _wait_seen(times: _PodTimes, names: Sequence[str], within: float) -> None:
+    """Wait until the pod watch has seen every pod of ``names`` (created before the scheduler
+    starts, with backlog arrival)."""
+    try:
+        async with asyncio.timeout(within):
+            while any(n not in times.added for n in names):
+                times.changed.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(times.changed.wait(), timeout=0.25)
+    except TimeoutError:
+        seen = sum(1 for n in names if n in times.added)
+        raise BenchError(
+            f"the pod watch saw {seen} of the {len(names)} pods created within {within:.0f} s"
+        ) from None
+
+
 async def _measure(
     which: str,
     shape: Workload,
@@ -251,6 +294,7 @@ async def _measure(
     nodes: int,
     init_pods: int,
     measured_pods: int,
+    arrival: str,
     stall_timeout: float,
     progress: Progress,
 ) -> E2EResult:
@@ -289,23 +333,32 @@ async def _measure(
         config_file = info.state_dir / "bench-scheduler-config.yaml"
         config_file.write_text(yaml.safe_dump(scheduler_config(), sort_keys=False))
         kubeconfig = info.client_kubeconfig("system:kube-scheduler")
-        progress.note(f"[{which}] starting the scheduler")
-        pid = _start_scheduler(which, cluster, kubeconfig, config_file, progress)
-        scheduler = _Process(pid)
+
+        def start_scheduler() -> int:
+            progress.note(f"[{which}] starting the scheduler")
+            return _start_scheduler(which, cluster, kubeconfig, config_file, progress)
+
+        # With backlog arrival the init pods are scheduled by a first scheduler process, stopped
+        # before the measured pods are created; the one measured starts on the full backlog.
+        pid: int | None = None
+        if arrival == ARRIVAL_RATE or (init_pods and shape.init_pods_bind):
+            pid = start_scheduler()
         apiserver_pid = _cluster_pid(cluster, "kube-apiserver")
 
         init_names = [f"init-{i:05d}" for i in range(init_pods)]
         if init_names:
             bar = progress.bar(f"[{which}] creating init pods", init_pods)
             bodies = [
-                encoder.encode(shape.make_pod(i, name, NAMESPACE))
+                encoder.encode(shape.make_init_pod(i, name, NAMESPACE))
                 for i, name in enumerate(init_names)
             ]
             errors += await creator.create_all(
                 pods_path, bodies, connections=CREATE_CONCURRENCY, on_done=bar.update
             )
             bar.close()
-            if (
+            if not shape.init_pods_bind:
+                await _wait_seen(times, init_names, stall_timeout)
+            elif (
                 await _wait_bound(
                     times,
                     init_names,
@@ -322,11 +375,6 @@ async def _measure(
             encoder.encode(shape.make_pod(init_pods + i, name, NAMESPACE))
             for i, name in enumerate(names)
         ]
-        scheduler.before = sample(pid)
-        api_before = sample(apiserver_pid) if apiserver_pid else None
-        client_cpu0 = time.process_time()
-        load_start = os.getloadavg()[0]
-        start = time.monotonic()
         created_at: list[float] = []
 
         async def create() -> None:
@@ -334,7 +382,41 @@ async def _measure(
             errors += await creator.create_all(pods_path, bodies, connections=CREATE_CONCURRENCY)
             created_at.append(time.monotonic())
 
-        creating = asyncio.create_task(create())
+        async def churn(make: Callable[[int, str, str], Any]) -> None:
+            nonlocal errors
+            for i in itertools.count():
+                body = encoder.encode(make(i, f"churn-{i:05d}", NAMESPACE))
+                errors += await creator.create_all(pods_path, [body], connections=1)
+                await asyncio.sleep(shape.churn_interval_s)
+
+        creating: asyncio.Task[None] | None = None
+        launched: float | None = None
+        if arrival == ARRIVAL_BACKLOG:
+            if pid is not None:
+                # Each scheduler runs as the control plane's component of its own name.
+                control_plane.stop_component(which, cluster=cluster)
+            progress.note(f"[{which}] creating {measured_pods} pods before the scheduler starts")
+            start = time.monotonic()
+            await create()
+            await _wait_seen(times, names, stall_timeout)
+            api_before = sample(apiserver_pid) if apiserver_pid else None
+            client_cpu0 = time.process_time()
+            load_start = os.getloadavg()[0]
+            launched = time.monotonic()
+            # In a thread: the pod watch must go on timing the bindings made while the start
+            # waits for the scheduler's health endpoint.
+            pid = await asyncio.to_thread(start_scheduler)
+            # A fresh process: all its CPU is the measured phase's.
+            before: ProcessSample | None = ProcessSample(0.0, 0, 0)
+        else:
+            assert pid is not None
+            before = sample(pid)
+            api_before = sample(apiserver_pid) if apiserver_pid else None
+            client_cpu0 = time.process_time()
+            load_start = os.getloadavg()[0]
+            start = time.monotonic()
+            creating = asyncio.create_task(create())
+        churning = None if shape.churn_pod is None else asyncio.create_task(churn(shape.churn_pod))
         last = await _wait_bound(
             times,
             names,
@@ -342,44 +424,57 @@ async def _measure(
             progress=progress,
             label=f"[{which}] measured pods bound",
         )
-        scheduler.after = sample(pid)
+        if churning is not None:
+            churning.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await churning
+        after = sample(pid)
         api_after = sample(apiserver_pid) if apiserver_pid else None
         client_cpu = time.process_time() - client_cpu0
         load_end = os.getloadavg()[0]
-        await creating
+        if creating is not None:
+            await creating
         await watch.stop()
+        bound_count = times.bound_among(names)
+        progress.note(f"[{which}] counting the Scheduled events")
+        events = await settled_scheduled_events(client, NAMESPACE, names, bound=bound_count)
 
         all_pods = await client.list(pods_path, type=ObjectList[Pod])
         all_nodes = await client.list("/api/v1/nodes", type=ObjectList[Node])
 
     placement = check_placement(all_nodes.items, all_pods.items)
-    unbound = sum(1 for p in all_pods.items if not p.spec.node_name)
-    expected = init_pods + measured_pods
-    if len(all_pods.items) < expected:
-        unbound += expected - len(all_pods.items)
+    final = {p.metadata.name: p.spec.node_name for p in all_pods.items}
+    # Measured pods must all be there, bound; init pods that bind must be bound if still there
+    # (preemption deletes some); gated init pods and churn pods are never bound.
+    unbound = sum(1 for n in names if not final.get(n))
+    if shape.init_pods_bind:
+        unbound += sum(1 for n in init_names if n in final and not final[n])
     bound_times = [times.bound[n] for n in names if n in times.bound]
-    first_added = min((times.added[n] for n in names if n in times.added), default=start)
-    end = last if last is not None else max(bound_times, default=first_added)
+    if launched is None:
+        first = min((times.added[n] for n in names if n in times.added), default=start)
+    else:
+        # Backlog: from the first binding, start-up apart.
+        first = min(bound_times, default=launched)
+    end = last if last is not None else max(bound_times, default=first)
     latencies = [
         times.bound[n] - times.added[n] for n in names if n in times.bound and n in times.added
     ]
-    series = throughput_series(bound_times, first_added, end, THROUGHPUT_INTERVAL)
+    series = throughput_series(bound_times, first, end, THROUGHPUT_INTERVAL)
     # The last window is often a fraction of one: leave it out of the window statistics.
     windows = series[:-1] if len(series) > 1 else series
     lat = Summary.of(latencies)
-    span = end - first_added
-    cpu = (
-        scheduler.after.cpu_s - scheduler.before.cpu_s
-        if scheduler.after and scheduler.before
-        else 0.0
-    )
+    span = end - first
+    cpu = after.cpu_s - before.cpu_s if after and before else 0.0
     creation_span = (created_at[0] if created_at else end) - start
     return E2EResult(
         scheduler=which,
         workload=shape.name,
+        arrival=arrival,
         nodes=nodes,
         init_pods=init_pods,
         measured_pods=measured_pods,
+        pods_bound=bound_count,
+        events_written=events,
         throughput_pods_per_s=len(bound_times) / span if span > 0 else 0.0,
         throughput_interval_s=THROUGHPUT_INTERVAL,
         throughput_series=series,
@@ -390,10 +485,11 @@ async def _measure(
         latency_p99_s=lat.p99,
         latency_max_s=lat.max,
         latency_mean_s=lat.mean,
+        startup_s=None if launched is None else first - launched,
         cpu_s=cpu,
         cpu_per_pod_ms=cpu * 1000 / len(bound_times) if bound_times else 0.0,
-        cpu_total_s=scheduler.after.cpu_s if scheduler.after else 0.0,
-        peak_rss_bytes=scheduler.after.peak_rss_bytes if scheduler.after else 0,
+        cpu_total_s=after.cpu_s if after else 0.0,
+        peak_rss_bytes=after.peak_rss_bytes if after else 0,
         overcommitted_nodes=len(placement.overcommitted),
         unbound_pods=unbound,
         constraint_violations=len(placement.violations),
@@ -418,6 +514,7 @@ def run_one(
     nodes: int | None = None,
     init_pods: int | None = None,
     measured_pods: int | None = None,
+    arrival: str = ARRIVAL_RATE,
     stall_timeout: float = 60.0,
     progress: Progress | None = None,
     keep_cluster: bool = False,
@@ -427,7 +524,10 @@ def run_one(
 
     if which not in SCHEDULERS:
         raise ValueError(f"unknown scheduler {which!r}; one of {', '.join(SCHEDULERS)}")
+    if arrival not in ARRIVALS:
+        raise ValueError(f"unknown arrival {arrival!r}; one of {', '.join(ARRIVALS)}")
     progress = progress or Silent()
+    n, i, m = shape.sizes(nodes, init_pods, measured_pods)
     name = f"bench-{which}-{os.getpid()}"
     progress.note(f"[{which}] starting a control plane ({name})")
     control_plane.up(name, apiserver_args=APISERVER_ARGS, progress=progress.note)
@@ -437,9 +537,10 @@ def run_one(
                 which,
                 shape,
                 cluster=name,
-                nodes=shape.nodes if nodes is None else nodes,
-                init_pods=shape.init_pods if init_pods is None else init_pods,
-                measured_pods=shape.measured_pods if measured_pods is None else measured_pods,
+                nodes=n,
+                init_pods=i,
+                measured_pods=m,
+                arrival=arrival,
                 stall_timeout=stall_timeout,
                 progress=progress,
             )
@@ -457,6 +558,7 @@ def run_e2e(
     nodes: int | None = None,
     init_pods: int | None = None,
     measured_pods: int | None = None,
+    arrival: str = ARRIVAL_RATE,
     stall_timeout: float = 60.0,
     progress: Progress | None = None,
 ) -> list[E2EResult]:
@@ -468,6 +570,7 @@ def run_e2e(
             nodes=nodes,
             init_pods=init_pods,
             measured_pods=measured_pods,
+            arrival=arrival,
             stall_timeout=stall_timeout,
             progress=progress,
         )
@@ -477,6 +580,9 @@ def run_e2e(
 
 __all__ = [
     "APISERVER_ARGS",
+    "ARRIVALS",
+    "ARRIVAL_BACKLOG",
+    "ARRIVAL_RATE",
     "CLIENT_BURST",
     "CLIENT_QPS",
     "SCHEDULERS",

@@ -6,7 +6,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kubesched.bench._compare import CEILING
+
 if TYPE_CHECKING:
+    from kubesched.bench._compare import Comparison
     from kubesched.bench._core import CoreResult
     from kubesched.bench._e2e import E2EResult
 
@@ -66,8 +69,10 @@ def core_table(r: CoreResult) -> str:
 
 _E2E_COLUMNS: tuple[tuple[str, str], ...] = (
     ("throughput (pods/s)", "throughput"),
+    ("pods bound / Scheduled events written", "events"),
     ("throughput p50 / max of 1 s windows", "windows"),
     ("latency p50 / p90 / p99", "latency"),
+    ("start-up to first binding (s)", "startup"),
     ("scheduler CPU (s)", "cpu"),
     ("scheduler CPU per pod (ms)", "cpu_per_pod"),
     ("scheduler peak RSS", "rss"),
@@ -85,12 +90,16 @@ _E2E_COLUMNS: tuple[tuple[str, str], ...] = (
 def _e2e_cell(r: E2EResult, key: str) -> str:
     if key == "throughput":
         return f"{r.throughput_pods_per_s:,.1f}"
+    if key == "events":
+        return f"{r.pods_bound} / {r.events_written}"
     if key == "windows":
         p50 = r.throughput_window_p50
         peak = r.throughput_window_max
         return f"{p50 or 0:,.0f} / {peak or 0:,.0f}"
     if key == "latency":
         return f"{_s(r.latency_p50_s)} / {_s(r.latency_p90_s)} / {_s(r.latency_p99_s)}"
+    if key == "startup":
+        return "-" if r.startup_s is None else f"{r.startup_s:.1f}"
     if key == "cpu":
         return f"{r.cpu_s:.1f}"
     if key == "cpu_per_pod":
@@ -116,20 +125,95 @@ def _e2e_cell(r: E2EResult, key: str) -> str:
     raise KeyError(key)
 
 
-def e2e_table(results: Sequence[E2EResult]) -> str:
+def _x(ratio: float | None) -> str:
+    return "-" if ratio is None else f"{ratio:.2f}x"
+
+
+def comparison_line(c: Comparison) -> str:
+    """kubesched / kube-scheduler in a line, or why the runs are not comparable."""
+    if not c.comparable:
+        why = "; ".join(c.not_comparable) or "needs a run of each"
+        rss = _x(c.peak_rss_ratio)
+        return f"kubesched / kube-scheduler: not comparable ({why}); peak RSS {rss}"
+    return (
+        f"kubesched / kube-scheduler: throughput {_x(c.throughput_ratio)}, "
+        f"CPU per pod {_x(c.cpu_per_pod_ratio)}, peak RSS {_x(c.peak_rss_ratio)}"
+    )
+
+
+def ceiling_line(c: Comparison) -> str | None:
+    """Each scheduler's throughput over the binder's, when the binder ran."""
+    if c.ceiling_pods_per_s is None:
+        return None
+    parts = [f"{name} {_x(c.of_ceiling.get(name))}" for name in c.throughput if name != CEILING]
+    return f"of the API server's ceiling ({c.ceiling_pods_per_s:,.1f} pods/s, binder): " + (
+        ", ".join(parts) or "-"
+    )
+
+
+def e2e_table(results: Sequence[E2EResult], comparison: Comparison | None = None) -> str:
+    """The runs of one workload, a column each; with ``comparison``, its line below."""
     if not results:
         return "no results"
     first = results[0]
     head = (
         f"bench e2e: workload {first.workload}, {first.nodes} nodes, {first.init_pods} init pods, "
-        f"{first.measured_pods} measured pods"
+        f"{first.measured_pods} measured pods, {first.arrival} arrival"
     )
     rows: list[tuple[str, ...]] = [("", *(r.scheduler for r in results))]
     for label, key in _E2E_COLUMNS:
         rows.append((label, *(_e2e_cell(r, key) for r in results)))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
+    if comparison is not None:
+        if {"kubesched", "kube-scheduler"} <= comparison.throughput.keys():
+            lines.append(comparison_line(comparison))
+        ceiling = ceiling_line(comparison)
+        if ceiling is not None:
+            lines.append(ceiling)
     return head + "\n" + "\n".join(line.rstrip() for line in lines)
+
+
+_SUMMARY_HEAD = (
+    "workload",
+    "arrival",
+    "kubesched pods/s",
+    "kube-scheduler pods/s",
+    "kubesched / kube-scheduler",
+    "ceiling pods/s",
+    "kubesched / ceiling",
+    "kube-scheduler / ceiling",
+    "upstream threshold",
+)
+
+
+def _pods_per_s(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f}"
+
+
+def summary_table(comparisons: Sequence[Comparison]) -> str:
+    """One line per workload: throughputs, ratios (``n/c``: not comparable, a run wrote fewer
+    events than it bound pods), and upstream's threshold beside them for reference."""
+    rows: list[tuple[str, ...]] = [_SUMMARY_HEAD]
+    for c in comparisons:
+        ratio = _x(c.throughput_ratio) if c.comparable else "n/c"
+        threshold = c.upstream_threshold
+        rows.append(
+            (
+                c.workload,
+                c.arrival,
+                _pods_per_s(c.throughput.get("kubesched")),
+                _pods_per_s(c.throughput.get("kube-scheduler")),
+                ratio if "kubesched" in c.throughput and "kube-scheduler" in c.throughput else "-",
+                _pods_per_s(c.ceiling_pods_per_s),
+                _x(c.of_ceiling.get("kubesched")),
+                _x(c.of_ceiling.get("kube-scheduler")),
+                "-" if threshold is None else f"{threshold:g}",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(_SUMMARY_HEAD))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
+    return "\n".join(line.rstrip() for line in lines)
 
 
 def plot_throughput(results: Sequence[E2EResult], path: Path) -> None:
@@ -162,4 +246,4 @@ def plot_throughput(results: Sequence[E2EResult], path: Path) -> None:
     plt.close(fig)
 
 
-__all__ = ["core_table", "e2e_table", "plot_throughput"]
+__all__ = ["comparison_line", "core_table", "e2e_table", "plot_throughput", "summary_table"]

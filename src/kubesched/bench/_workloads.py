@@ -4,6 +4,10 @@
 ``TopologySpreading`` with anti-affinity and preferred-spreading pods mixed in), ``mixed`` and
 ``small`` kubesched's own. What each holds, and where ``spread`` departs from scheduler_perf so
 that its placement can be checked against hard bounds: docs/benchmarks.md.
+
+:data:`UPSTREAM` holds scheduler_perf's own workloads under their upstream names (e.g.
+``SchedulingBasic/5000Nodes_10000Pods``), each from its templates, with its sizes and CI
+threshold; :data:`ALL` is the set ``--workload all`` runs.
 """
 
 from __future__ import annotations
@@ -63,6 +67,114 @@ def pod_default(name: str, namespace: str) -> Json:
         "metadata": {"name": name, "namespace": namespace},
         "spec": {"containers": [_container("100m", "500Mi")]},
     }
+
+
+def light_pod(name: str, namespace: str) -> Json:
+    """``light-pod.yaml``: one pause container, no requests, terminationGracePeriodSeconds 0."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "containers": [{"name": "pause", "image": PAUSE_IMAGE}],
+            "terminationGracePeriodSeconds": 0,
+        },
+    }
+
+
+def gated_pod(name: str, namespace: str) -> Json:
+    """``gated-pod.yaml``: a pause container held by the scheduling gate ``test.k8s.io/hold``."""
+    pod = light_pod(name, namespace)
+    del pod["spec"]["terminationGracePeriodSeconds"]
+    pod["spec"]["schedulingGates"] = [{"name": "test.k8s.io/hold"}]
+    return pod
+
+
+def _sized(name: str, namespace: str, cpu: str, *, limits: bool = True) -> Json:
+    pod = pod_default(name, namespace)
+    container = pod["spec"]["containers"][0]
+    requests = {"cpu": cpu, "memory": "500Mi"}
+    container["resources"] = {"requests": requests}
+    if limits:
+        container["resources"]["limits"] = dict(requests)
+    return pod
+
+
+def pod_low_priority(name: str, namespace: str) -> Json:
+    """``pod-low-priority.yaml``: 900m CPU, 500Mi, no priority, terminationGracePeriodSeconds 0
+    (a victim is gone as soon as it is deleted: no kubelet here)."""
+    pod = _sized(name, namespace, "900m")
+    pod["spec"]["terminationGracePeriodSeconds"] = 0
+    return pod
+
+
+def pod_high_priority(name: str, namespace: str) -> Json:
+    """``pod-high-priority.yaml``: priority 10, 3 CPU, 500Mi: on a node of 4 CPU holding four
+    900m pods it fits only once three are preempted."""
+    pod = _sized(name, namespace, "3000m")
+    pod["spec"]["priority"] = 10
+    return pod
+
+
+def pod_high_priority_large_cpu(name: str, namespace: str) -> Json:
+    """``pod-high-priority-large-cpu.yaml``: priority 10, 9 CPU requested: fits no node of 4."""
+    pod = _sized(name, namespace, "9", limits=False)
+    pod["spec"]["priority"] = 10
+    return pod
+
+
+def pod_with_node_affinity(name: str, namespace: str) -> Json:
+    """``pod-with-node-affinity.yaml``: ``pod-default`` with required node affinity to zone1 or
+    zone2."""
+    pod = pod_default(name, namespace)
+    pod["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {"key": ZONE_LABEL, "operator": "In", "values": ["zone1", "zone2"]}
+                        ]
+                    }
+                ]
+            }
+        }
+    }
+    return pod
+
+
+def pod_with_pod_anti_affinity(name: str, namespace: str) -> Json:
+    """``pod-with-pod-anti-affinity.yaml``: ``pod-default`` labelled ``color: green`` with
+    required anti-affinity to green pods by hostname (in the pod's own namespace: upstream's
+    template names its two, ``sched-0`` and ``sched-1``)."""
+    pod = pod_default(name, namespace)
+    pod["metadata"]["labels"] = {COLOR: "green"}
+    pod["spec"]["affinity"] = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {"matchLabels": {COLOR: "green"}},
+                    "topologyKey": HOSTNAME_LABEL,
+                    "namespaces": [namespace],
+                }
+            ]
+        }
+    }
+    return pod
+
+
+def pod_with_topology_spreading(name: str, namespace: str) -> Json:
+    """``pod-with-topology-spreading.yaml``: ``pod-default`` labelled ``color: blue``, maxSkew 5
+    by zone among blue pods, DoNotSchedule."""
+    return _spreading(pod_default(name, namespace), "blue", "DoNotSchedule")
+
+
+def node_with_name(name: str) -> Json:
+    """``node-with-name.yaml``: ``node-default`` that takes 90,000 pods."""
+    node = node_default(name)
+    for resources in (node["status"]["capacity"], node["status"]["allocatable"]):
+        resources["pods"] = "90000"
+    return node
 
 
 def node_mixed(index: int, name: str) -> Json:
@@ -174,25 +286,18 @@ def pod_spread(index: int, name: str, namespace: str) -> Json:
     if kind == 5:
         return _spreading(pod, "yellow", "ScheduleAnyway")
     if kind < 8:
-        # pod-with-pod-anti-affinity.yaml
-        pod["metadata"]["labels"] = {COLOR: "green"}
-        pod["spec"]["affinity"] = {
-            "podAntiAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": [
-                    {
-                        "labelSelector": {"matchLabels": {COLOR: "green"}},
-                        "topologyKey": HOSTNAME_LABEL,
-                        "namespaces": [namespace],
-                    }
-                ]
-            }
-        }
+        return pod_with_pod_anti_affinity(name, namespace)
     return pod
 
 
 @dataclass(frozen=True, slots=True)
 class Workload:
-    """A cluster shape and its default size."""
+    """A cluster shape and its default size.
+
+    The init pods are created and (``init_pods_bind``) bound before measuring; the measured
+    pods are ``pod``; ``churn_pod`` is created every ``churn_interval_s`` while they are
+    scheduled, as scheduler_perf's ``churn`` op in ``create`` mode (pods that never fit).
+    """
 
     name: str
     description: str
@@ -201,6 +306,30 @@ class Workload:
     measured_pods: int
     node: Callable[[int, str], Json]
     pod: Callable[[int, str, str], Json]
+    #: The init pods' template, when not ``pod``.
+    init_pod: Callable[[int, str, str], Json] | None = None
+    #: False for init pods no scheduler binds (gated, or larger than any node).
+    init_pods_bind: bool = True
+    churn_pod: Callable[[int, str, str], Json] | None = None
+    churn_interval_s: float = 0.2
+    #: scheduler_perf's CI threshold for this workload (pods/s, v1.34.4), for reference.
+    threshold: float | None = None
+
+    def sizes(
+        self,
+        nodes: int | None = None,
+        init_pods: int | None = None,
+        measured_pods: int | None = None,
+    ) -> tuple[int, int, int]:
+        """Nodes, init pods and measured pods of a run: the workload's, or those given. Init
+        pods not given shrink with the workload, by the smaller of the nodes' and the measured
+        pods' ratios (so that as many init pods per node fit as at full size)."""
+        n = self.nodes if nodes is None else nodes
+        m = self.measured_pods if measured_pods is None else measured_pods
+        if init_pods is None:
+            ratio = min(n / self.nodes, m / self.measured_pods, 1.0)
+            init_pods = round(self.init_pods * ratio)
+        return n, init_pods, m
 
     def node_name(self, index: int) -> str:
         return f"node-{index:05d}"
@@ -211,6 +340,9 @@ class Workload:
     def make_pod(self, index: int, name: str, namespace: str) -> Json:
         return self.pod(index, name, namespace)
 
+    def make_init_pod(self, index: int, name: str, namespace: str) -> Json:
+        return (self.init_pod or self.pod)(index, name, namespace)
+
 
 def _basic_node(index: int, name: str) -> Json:
     return node_default(name)
@@ -218,6 +350,119 @@ def _basic_node(index: int, name: str) -> Json:
 
 def _basic_pod(index: int, name: str, namespace: str) -> Json:
     return pod_default(name, namespace)
+
+
+def _every(template: Callable[[str, str], Json]) -> Callable[[int, str, str], Json]:
+    """A pod template that is the same for every index."""
+
+    def make(index: int, name: str, namespace: str) -> Json:
+        return template(name, namespace)
+
+    return make
+
+
+def _zone1_node(index: int, name: str) -> Json:
+    """``node-default`` labelled zone1 (SchedulingNodeAffinity's ``labelNodePrepareStrategy``)."""
+    node = node_default(name)
+    node["metadata"]["labels"][ZONE_LABEL] = "zone1"
+    return node
+
+
+def _one_big_node(index: int, name: str) -> Json:
+    return node_with_name(name)
+
+
+#: scheduler_perf's workloads by their names in ``test/integration/scheduler_perf`` (v1.34.4):
+#: ``<test case>/<workload>``, the shapes of its templates and the sizes and thresholds of its
+#: ``performance-config.yaml`` files (the ``_QueueingHintsEnabled`` variant's threshold where
+#: it differs: kube-scheduler v1.34 runs with queueing hints).
+UPSTREAM: dict[str, Workload] = {
+    w.name: w
+    for w in (
+        Workload(
+            name="SchedulingBasic/5000Nodes_10000Pods",
+            description="node-default, pod-default (misc)",
+            nodes=5000,
+            init_pods=1000,
+            measured_pods=10000,
+            node=_basic_node,
+            pod=_basic_pod,
+            threshold=270,
+        ),
+        Workload(
+            name="SchedulingPodAntiAffinity/5000Nodes_2000Pods",
+            description="pod-with-pod-anti-affinity for init and measured pods (affinity)",
+            nodes=5000,
+            init_pods=1000,
+            measured_pods=2000,
+            node=_basic_node,
+            pod=_every(pod_with_pod_anti_affinity),
+            threshold=60,
+        ),
+        Workload(
+            name="TopologySpreading/5000Nodes_5000Pods",
+            description="nodes in zones moon-1..3, pod-default init pods, "
+            "pod-with-topology-spreading measured (topology_spreading)",
+            nodes=5000,
+            init_pods=5000,
+            measured_pods=5000,
+            node=node_spread,
+            pod=_every(pod_with_topology_spreading),
+            init_pod=_basic_pod,
+            threshold=85,
+        ),
+        Workload(
+            name="SchedulingNodeAffinity/5000Nodes_10000Pods",
+            description="nodes in zone1, pod-with-node-affinity (affinity)",
+            nodes=5000,
+            init_pods=5000,
+            measured_pods=10000,
+            node=_zone1_node,
+            pod=_every(pod_with_node_affinity),
+            threshold=220,
+        ),
+        Workload(
+            name="Unschedulable/5kNodes/100Init/10kPods",
+            description="pod-default, and a pod-high-priority-large-cpu (fits nowhere) created "
+            "every 200 ms while measuring (misc)",
+            nodes=5000,
+            init_pods=100,
+            measured_pods=10000,
+            node=_basic_node,
+            pod=_basic_pod,
+            churn_pod=_every(pod_high_priority_large_cpu),
+            threshold=170,
+        ),
+        Workload(
+            name="SchedulingWhileGated/1Node_10000GatedPods",
+            description="one node of 90,000 pods, 10,000 gated pods, 20,000 light-pods measured "
+            "(misc; without its 20,000 pods deleted at 50/s on the side)",
+            nodes=1,
+            init_pods=10000,
+            measured_pods=20000,
+            node=_one_big_node,
+            pod=_every(light_pod),
+            init_pod=_every(gated_pod),
+            init_pods_bind=False,
+            threshold=130,
+        ),
+        Workload(
+            name="PreemptionBasic/1000Nodes",
+            description="pod-low-priority init pods fill the nodes, each pod-high-priority "
+            "measured preempts three of them (misc; no threshold upstream)",
+            nodes=1000,
+            init_pods=4000,
+            measured_pods=1000,
+            node=_basic_node,
+            pod=_every(pod_high_priority),
+            init_pod=_every(pod_low_priority),
+        ),
+    )
+}
+#: What ``--workload all`` runs: what fits in an hour on a 2-core machine, estimated from
+#: SchedulingBasic's full-size run (docs/benchmarks.md). SchedulingWhileGated's 30,000 pods
+#: alone would take a quarter of an hour more; it runs by its name.
+ALL = tuple(n for n in UPSTREAM if not n.startswith("SchedulingWhileGated/"))
 
 
 WORKLOADS: dict[str, Workload] = {
@@ -262,6 +507,9 @@ WORKLOADS: dict[str, Workload] = {
 }
 
 
+WORKLOADS.update(UPSTREAM)
+
+
 def workload(name: str) -> Workload:
     try:
         return WORKLOADS[name]
@@ -272,6 +520,7 @@ def workload(name: str) -> Workload:
 
 
 __all__ = [
+    "ALL",
     "COLOR",
     "DEDICATED",
     "DEDICATED_VALUE",
@@ -279,15 +528,25 @@ __all__ = [
     "PAUSE_IMAGE",
     "SPREAD_MAX_SKEW",
     "SPREAD_ZONES",
+    "UPSTREAM",
     "WORKLOADS",
     "ZONE_LABEL",
     "Json",
     "Workload",
+    "gated_pod",
+    "light_pod",
     "node_default",
     "node_mixed",
     "node_spread",
+    "node_with_name",
     "pod_default",
+    "pod_high_priority",
+    "pod_high_priority_large_cpu",
+    "pod_low_priority",
     "pod_mixed",
     "pod_spread",
+    "pod_with_node_affinity",
+    "pod_with_pod_anti_affinity",
+    "pod_with_topology_spreading",
     "workload",
 ]

@@ -45,9 +45,15 @@ def test_small_workload_both_schedulers(tmp_path: Path) -> None:
     ]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-4000:]
-    results = json.loads(done.stdout)["results"]
-    assert [r["scheduler"] for r in results] == ["kubesched", "kube-scheduler"]
-    for r in results:
+    document = json.loads(done.stdout)
+    results = document["results"]
+    assert [r["scheduler"] for r in results] == ["kubesched", "kube-scheduler", "binder"]
+    *schedulers, binder = results
+    # The binder decides nothing (taints and affinity are ignored), but binds every pod and
+    # writes each one's event.
+    assert binder["pods_bound"] == binder["events_written"] == 500
+    assert set(binder) == FIELDS
+    for r in schedulers:
         assert set(r) >= REQUIRED, REQUIRED - set(r)
         assert set(r) == FIELDS
         assert r["overcommitted_nodes"] == 0, r["errors"]
@@ -59,7 +65,77 @@ def test_small_workload_both_schedulers(tmp_path: Path) -> None:
         assert r["cpu_s"] > 0
         assert r["peak_rss_bytes"] > 0
         assert r["throughput_series"]
+        assert r["pods_bound"] == 500
+        # Every bound pod has its Scheduled event in the API server.
+        assert r["events_written"] == r["pods_bound"], r["scheduler"]
+    [comparison] = document["comparisons"]
+    assert comparison["comparable"], comparison["not_comparable"]
+    assert comparison["throughput_ratio"] > 0
+    assert comparison["ceiling_pods_per_s"] == binder["throughput_pods_per_s"] > 0
+    assert set(comparison["of_ceiling"]) == {"kubesched", "kube-scheduler"}
     assert plot.read_bytes()[:4] == b"\x89PNG"
     # Progress went to stderr, one bar per phase and scheduler.
     assert "[kubesched] measured pods bound" in done.stderr
     assert "[kube-scheduler] measured pods bound" in done.stderr
+    assert "[binder] measured pods bound" in done.stderr
+
+
+def test_backlog_arrival() -> None:
+    """Every measured pod exists before the scheduler starts; all are bound, each with its
+    event, and the throughput counts from the first binding."""
+    argv = [
+        sys.executable,
+        "-c",
+        "from kubesched.cli import main; main()",
+        "bench",
+        "e2e",
+        "--workload=small",
+        "--scheduler=kubesched",
+        "--no-ceiling",
+        "--arrival=backlog",
+        "-o",
+        "json",
+    ]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    document = json.loads(done.stdout)
+    assert document["arrival"] == "backlog"
+    [r] = document["results"]
+    assert r["arrival"] == "backlog"
+    assert (r["overcommitted_nodes"], r["unbound_pods"], r["constraint_violations"]) == (0, 0, 0)
+    assert r["pods_bound"] == r["events_written"] == 500
+    assert r["startup_s"] > 0
+    assert r["throughput_pods_per_s"] > 0
+    # The pods were all created before the scheduler started.
+    assert "creating 500 pods before the scheduler starts" in done.stderr
+
+
+def test_preemption_basic_by_its_upstream_name() -> None:
+    """PreemptionBasic at upstream's integration size (5 nodes, 20 low-priority init pods, 5
+    high-priority measured pods): each measured pod is bound once three victims are deleted,
+    with no node over-committed, for both schedulers."""
+    argv = [
+        sys.executable,
+        "-c",
+        "from kubesched.cli import main; main()",
+        "bench",
+        "e2e",
+        "--workload=PreemptionBasic/1000Nodes",
+        "--nodes=5",
+        "--pods=5",
+        "--no-ceiling",
+        "-o",
+        "json",
+    ]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    document = json.loads(done.stdout)
+    assert [r["scheduler"] for r in document["results"]] == ["kubesched", "kube-scheduler"]
+    for r in document["results"]:
+        assert r["workload"] == "PreemptionBasic/1000Nodes"
+        assert (r["nodes"], r["init_pods"], r["measured_pods"]) == (5, 20, 5)
+        assert (r["overcommitted_nodes"], r["unbound_pods"]) == (0, 0), r["errors"]
+        assert r["pods_bound"] == r["events_written"] == 5
+    [comparison] = document["comparisons"]
+    assert comparison["workload"] == "PreemptionBasic/1000Nodes"
+    assert comparison["upstream_threshold"] is None
