@@ -396,7 +396,9 @@ class SchedulerService:
         le = config.leader_election
         self.elector = (
             LeaderElector(
-                client,
+                # A limiter of its own, as kube-scheduler's leader-election clientset: renewals
+                # must not queue behind a burst of bindings for tokens and miss the deadline.
+                client.with_own_limiter(),
                 namespace=le.resource_namespace,
                 name=le.resource_name,
                 identity=identity,
