@@ -31,11 +31,12 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from conformance.regenerate import (
-    LABEL,
     OBJECT_KINDS,
     Api,
     clean,
     create_node,
+    create_object,
+    create_pod,
     ensure_namespace,
     key,
     recording,
@@ -132,24 +133,17 @@ def _path(doc: Mapping[str, Any]) -> tuple[str, str, bool]:
 
 
 def create(api: Api, doc: dict[str, Any], renamed: Mapping[str, str]) -> None:
-    doc = copy.deepcopy(doc)
+    """Create ``doc`` as the recorder creates a scenario's objects of its kind."""
     kind = doc["kind"]
     if kind == "Node":
-        create_node(api, doc)
-        return
-    if kind == "Pod":
-        doc["metadata"].setdefault("namespace", "default")
-        spec = doc["spec"]
-        if not spec.get("nodeName"):
-            wanted = spec.get("schedulerName") or "default-scheduler"
-            spec["schedulerName"] = renamed.get(wanted, wanted)
-    elif kind != "Namespace":
-        doc["metadata"].setdefault("labels", {})[LABEL] = "true"
-    collection, name, status = _path(doc)
-    created = api.request("POST", collection, doc)
-    if status and doc.get("status"):
-        created["status"] = {**(created.get("status") or {}), **doc["status"]}
-        api.request("PUT", f"{collection}/{name}/status", created)
+        create_node(api, copy.deepcopy(doc))
+    elif kind == "Pod":
+        create_pod(api, doc, renamed)
+    elif kind == "Namespace":
+        ensure_namespace(api, doc["metadata"]["name"], doc["metadata"].get("labels") or {})
+    else:
+        collection, _, status = _path(doc)
+        create_object(api, doc, collection, status)
 
 
 def apply(api: Api, step: Mapping[str, Any], renamed: Mapping[str, str]) -> None:
@@ -216,10 +210,7 @@ def run(api: Api, scenario: Scenario, launch: Launcher) -> dict[str, Any]:
     for ns in sorted(namespaces):
         ensure_namespace(api, ns, {})
     for doc in scenario.setup:
-        if doc["kind"] == "Namespace":
-            ensure_namespace(api, doc["metadata"]["name"], doc["metadata"].get("labels") or {})
-        else:
-            create(api, doc, renamed)
+        create(api, doc, renamed)
     with launch(config, scenario) as scheduler:
         for doc in scenario.pods:
             create(api, doc, renamed)

@@ -293,26 +293,25 @@ class _StorageHandler(ResourceEventHandler[S], Generic[S]):
 
     def __init__(self, snapshot: Snapshot, scheduler: Scheduler, resource: str) -> None:
         self.snapshot = snapshot
-        self.queue = scheduler.queue
         self.scheduler = scheduler
         self.resource = resource
 
     def on_add(self, obj: S) -> None:
         self.snapshot.objects.set(obj)
-        self.queue.move_all_to_active_or_backoff(
+        self.scheduler.queue.move_all_to_active_or_backoff(
             ClusterEvent(self.resource, ActionType.ADD), None, obj
         )
 
     def on_update(self, old: S, new: S) -> None:
         self.snapshot.objects.set(new)
-        self.queue.move_all_to_active_or_backoff(
+        self.scheduler.queue.move_all_to_active_or_backoff(
             ClusterEvent(self.resource, ActionType.UPDATE), old, new
         )
 
     def on_delete(self, obj: S) -> None:
         meta = obj.metadata
         self.snapshot.objects.delete(type(obj), meta.name, meta.namespace)
-        self.queue.move_all_to_active_or_backoff(
+        self.scheduler.queue.move_all_to_active_or_backoff(
             ClusterEvent(self.resource, ActionType.DELETE), obj, None
         )
 
