@@ -29,6 +29,7 @@ import msgspec
 import numpy as np
 
 from kubesched.api import Pod
+from kubesched.framework._admission import Doorkeeper
 from kubesched.framework._cycle_state import CycleState
 from kubesched.framework._diagnosis import NodeGroup, groups_of
 from kubesched.framework._errors import FilterError, ScoreError
@@ -177,12 +178,14 @@ class EquivalenceCache:
     def __init__(self, snapshot: Snapshot) -> None:
         self._snapshot = snapshot
         self._entries: dict[Hashable, Filtered] = {}
+        self._doorkeeper = Doorkeeper()
 
     # -- Filter ---------------------------------------------------------------------------------
 
     def filter(self, state: CycleState, pod: Pod, plan: FilterPlan) -> Filtered | None:
         """The shape's verdicts, up to date; ``None`` when a plugin of ``plan`` is not
-        node-local, or one erred (the ordinary path then reports it as it always does)."""
+        node-local, or one erred (the ordinary path then reports it as it always does), or the
+        shape is new (:class:`Doorkeeper`: the ordinary path costs less once)."""
         if not plan.local:
             return None
         table = self._snapshot.table
@@ -190,6 +193,8 @@ class EquivalenceCache:
         key: Hashable = (shape, plan)
         if plan.epochs:
             key = (shape, plan, *[p.node_local_epoch() for p in plan.epochs])
+        if key not in self._entries and not self._doorkeeper.admit(key):
+            return None
         # Taken out while it is brought up to date: an error halfway leaves none behind.
         entry = self._entries.pop(key, None)
         rows = self._changed(entry, table.version, table.layout)

@@ -81,9 +81,14 @@ class Vectorized:
         failing = verdict.ids != 0
         if not failing.any():
             return []
-        failed_ids = verdict.ids[failing]
         failed_slots = self.remaining[failing]
         self.remaining = self.remaining[~failing]
+        if len(verdict.statuses) == 2:
+            # One status to point to (the usual rejection): no need to tell failures apart.
+            status = verdict.statuses[1]
+            assert status is not None
+            return [(failed_slots, status)]
+        failed_ids = verdict.ids[failing]
         out = []
         for sid in np.unique(failed_ids).tolist():
             status = verdict.statuses[sid]

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_chec
 
 import msgspec
 import numpy as np
+import numpy.typing as npt
 
 from kubesched.api import Node, PersistentVolume, PersistentVolumeClaim, Pod
 from kubesched.framework._cycle_state import CycleState
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from kubesched.framework._snapshot import NodeTrial, Snapshot
 
 T = TypeVar("T")
+AnyScalar = TypeVar("AnyScalar", bound=np.generic)
 
 
 # --- what plugins get to see of the world ---------------------------------------------------
@@ -211,6 +213,16 @@ class Nodes:
 
     def __len__(self) -> int:
         return len(self.slots)
+
+    def gather(self, per_slot: npt.NDArray[AnyScalar]) -> npt.NDArray[AnyScalar]:
+        """``per_slot[slots]``: a read-only view when the slots are every node in order (the
+        first Filter plugins' case), a gather otherwise."""
+        slots = self.slots
+        if self.snapshot.table.is_leading(slots):
+            view = per_slot[: len(slots)]
+            view.flags.writeable = False
+            return view
+        return per_slot.take(slots)
 
     def infos(self) -> Iterable[NodeInfo]:
         at = self.snapshot.at

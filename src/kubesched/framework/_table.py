@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kubesched.api import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Taint
+from kubesched.framework._admission import Doorkeeper
 
 V = TypeVar("V", bound=Hashable)
 
@@ -286,15 +287,17 @@ class RowDerived:
     the row) a node's value changes only when its row does, and between two scheduling cycles
     one or two rows change out of thousands. So the values are kept per key, for the last few
     keys used, and brought up to date with :meth:`NodeTable.changed_rows_since`: the derivation runs
-    on the changed rows only. The result equals deriving every row afresh.
+    on the changed rows only. The result equals deriving every row afresh. A key is kept from
+    its second use on (:class:`Doorkeeper`); the first derives on the slots asked about only.
     """
 
-    __slots__ = ("_entries", "_max_keys", "_table")
+    __slots__ = ("_doorkeeper", "_entries", "_max_keys", "_table")
 
     def __init__(self, max_keys: int = 8) -> None:
         self._entries: dict[Hashable, _RowValues] = {}
         self._max_keys = max_keys
         self._table: NodeTable | None = None
+        self._doorkeeper = Doorkeeper()
 
     def get(
         self,
@@ -308,6 +311,8 @@ class RowDerived:
         ``derive`` maps slots to one int64 value each, reading nothing but those slots' rows of
         ``table`` and what ``key`` stands for. The result is a new array.
         """
+        if not self._admitted(table, key):
+            return derive(slots)
         return self._of(self._current(table, key, derive), table, slots)
 
     def get_unless_zero(
@@ -319,11 +324,17 @@ class RowDerived:
     ) -> IntArray | None:
         """Like :meth:`get`, or ``None`` when every value is 0 (known without looking at them
         when ``slots`` are all the nodes: a Filter where every node passes)."""
+        if not self._admitted(table, key):
+            values = derive(slots)
+            return values if values.any() else None
         entry = self._current(table, key, derive)
         if not entry.nonzero:
             return None
         out = self._of(entry, table, slots)
         return out if table.is_leading(slots) or out.any() else None
+
+    def _admitted(self, table: NodeTable, key: Hashable) -> bool:
+        return (table is self._table and key in self._entries) or self._doorkeeper.admit(key)
 
     @staticmethod
     def _of(entry: _RowValues, table: NodeTable, slots: IntArray) -> IntArray:

@@ -82,8 +82,8 @@ class ImageLocality(ScorePlugin):
 
     def __init__(self, handle: Handle, args: Any = None) -> None:
         super().__init__(handle, args)
-        # image name -> (the holders it was built from, their slots, their sizes)
-        self._arrays: dict[str, tuple[dict[int, int], IntArray, IntArray]] = {}
+        # image name -> ((images version, node count) made at, holders' slots, scaled scores)
+        self._arrays: dict[str, tuple[tuple[int, int], IntArray, IntArray]] = {}
         self._acc: IntArray = np.zeros(0, dtype=np.int64)
 
     def node_local_epoch(self) -> Hashable:
@@ -113,9 +113,7 @@ class ImageLocality(ScorePlugin):
             holders = table.images.get(image)
             if not holders:
                 continue
-            slots, sizes = self._holder_arrays(table, image, holders)
-            spread = float(len(holders)) / float(total)
-            scaled = (sizes.astype(np.float64) * spread).astype(np.int64)
+            slots, scaled = self._scaled(table, image, holders, total)
             if acc is None:
                 acc = self._accumulator(table.capacity)
             acc[slots] += scaled
@@ -125,7 +123,7 @@ class ImageLocality(ScorePlugin):
         if num_containers == 0:
             return np.zeros(n, dtype=np.int64), None
         max_threshold = MAX_CONTAINER_THRESHOLD * num_containers
-        sums = np.take(acc, nodes.slots).astype(np.float64)
+        sums = nodes.gather(acc).astype(np.float64)
         np.clip(sums, MIN_THRESHOLD, max_threshold, out=sums)
         # Integers below 2**53 with a quotient of at most 100: the floored float quotient is
         # the integer one.
@@ -144,21 +142,23 @@ class ImageLocality(ScorePlugin):
         acc.fill(0)
         return acc
 
-    def _holder_arrays(
-        self, table: NodeTable, image: str, holders: dict[int, int]
+    def _scaled(
+        self, table: NodeTable, image: str, holders: dict[int, int], total: int
     ) -> tuple[IntArray, IntArray]:
-        """The holders of ``image`` as (slots, sizes) arrays, rebuilt only when they changed
-        (comparing two dicts is far cheaper than converting one)."""
+        """The holders of ``image`` as slots and their ``scaledImageScore``s, made again only
+        when some node's images or the node count changed."""
+        version = (table.images_version, total)
         hit = self._arrays.get(image)
-        if hit is not None and hit[0] == holders:
+        if hit is not None and hit[0] == version:
             return hit[1], hit[2]
-        frozen = dict(holders)
-        slots = np.fromiter(frozen.keys(), dtype=np.int64, count=len(frozen))
-        sizes = np.fromiter(frozen.values(), dtype=np.int64, count=len(frozen))
+        slots = np.fromiter(holders.keys(), dtype=np.int64, count=len(holders))
+        sizes = np.fromiter(holders.values(), dtype=np.int64, count=len(holders))
+        spread = float(len(holders)) / float(total)
+        scaled = (sizes.astype(np.float64) * spread).astype(np.int64)
         if hit is None and len(self._arrays) >= _CACHE_SIZE:
             self._arrays.pop(next(iter(self._arrays)))
-        self._arrays[image] = (frozen, slots, sizes)
-        return slots, sizes
+        self._arrays[image] = (version, slots, scaled)
+        return slots, scaled
 
 
 __all__ = [

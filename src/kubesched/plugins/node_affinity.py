@@ -90,7 +90,7 @@ def _label_mask(nodes: Nodes, key: str, values: Sequence[str], op: str) -> BoolA
     if column is None:  # no node has ever had this label
         return np.full(len(nodes), holds(None), dtype=np.bool_)
     lut = np.fromiter(map(holds, column.values), dtype=np.bool_, count=len(column.values))
-    return lut.take(column.ids.take(nodes.slots))
+    return lut.take(nodes.gather(column.ids))
 
 
 @dataclass(frozen=True, slots=True)

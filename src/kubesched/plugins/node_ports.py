@@ -97,7 +97,7 @@ class NodePorts(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
         fails = np.zeros(len(nodes), dtype=np.bool_)
         at = nodes.snapshot.at
         # Only nodes where some pod already holds a host port can conflict.
-        for i in np.flatnonzero(nodes.table.has_host_ports[nodes.slots]).tolist():
+        for i in np.flatnonzero(nodes.gather(nodes.table.has_host_ports)).tolist():
             fails[i] = not fits_ports(wanted, at(int(nodes.slots[i])))
         return NodeStatuses.from_mask(fails, Status(Code.UNSCHEDULABLE, ERR_REASON))
 

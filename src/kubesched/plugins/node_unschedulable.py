@@ -67,7 +67,7 @@ class NodeUnschedulable(FilterPlugin, EnqueueExtensions):
         # No node cordoned (the usual case) is one cheap look at the column.
         if not unschedulable.any() or tolerates_unschedulable(pod):
             return NodeStatuses.passing(len(nodes))
-        cordoned = unschedulable[nodes.slots]
+        cordoned = nodes.gather(unschedulable)
         return NodeStatuses.from_mask(
             np.asarray(cordoned, dtype=np.bool_),
             Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_REASON_UNSCHEDULABLE),

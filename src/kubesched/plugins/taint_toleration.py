@@ -138,7 +138,7 @@ class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensio
         if len(statuses) == 1:
             # No taint set on any node keeps the pod off.
             return NodeStatuses.passing(len(nodes))
-        return NodeStatuses(lut.take(column.ids.take(nodes.slots)), statuses)
+        return NodeStatuses(lut.take(nodes.gather(column.ids)), statuses)
 
     # -- Score ---------------------------------------------------------------------------------
 
@@ -177,7 +177,7 @@ class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensio
         )
         if not lut.any():
             return np.zeros(len(nodes), dtype=np.int64), None
-        return lut.take(column.ids.take(nodes.slots)), None
+        return lut.take(nodes.gather(column.ids)), None
 
     def normalize_score(
         self, state: CycleState, pod: Pod, nodes: Nodes, scores: IntArray

@@ -148,7 +148,7 @@ def _values(nodes: Nodes, key: str) -> tuple[list[str | None], IdArray]:
     column = nodes.table.labels.get(key)
     if column is None:
         return [None], np.zeros(len(nodes), dtype=np.int32)
-    ids: IdArray = column.ids.take(nodes.slots)
+    ids: IdArray = nodes.gather(column.ids)
     return column.values, ids
 
 

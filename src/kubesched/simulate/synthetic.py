@@ -62,11 +62,18 @@ def _node(i: int, rng: random.Random) -> dict[str, Any]:
     return node
 
 
-def _pod(i: int, rng: random.Random, node_name: str = "") -> dict[str, Any]:
+def _pod(
+    i: int, rng: random.Random, node_name: str = "", *, distinct: bool = False
+) -> dict[str, Any]:
+    if distinct:
+        # Requests no other pod has, so that no two pods share a shape (what-if inputs).
+        cpu, memory = f"{100 + i % 1900}m", f"{128 * 1024 + i}Ki"
+    else:
+        cpu, memory = rng.choice(_CPU), rng.choice(_MEMORY)
     container: dict[str, Any] = {
         "name": "app",
         "image": rng.choice(_IMAGES),
-        "resources": {"requests": {"cpu": rng.choice(_CPU), "memory": rng.choice(_MEMORY)}},
+        "resources": {"requests": {"cpu": cpu, "memory": memory}},
     }
     spec: dict[str, Any] = {"containers": [container]}
     if node_name:
@@ -125,25 +132,27 @@ def _pod(i: int, rng: random.Random, node_name: str = "") -> dict[str, Any]:
 
 
 def synthetic_manifests(
-    nodes: int, pods: int, *, running: int = 0, seed: int = 0
+    nodes: int, pods: int, *, running: int = 0, seed: int = 0, distinct: bool = False
 ) -> list[dict[str, Any]]:
     """``nodes`` Nodes, then ``running`` pods already bound round-robin, then ``pods`` pending
-    pods, as plain manifests."""
+    pods, as plain manifests; with ``distinct`` no two pending pods ask for the same."""
     rng = random.Random(seed)
     out = [_node(i, rng) for i in range(nodes)]
     for i in range(running):
         out.append(_pod(i, rng, node_name=f"node-{i % nodes:05d}"))
     for i in range(running, running + pods):
-        out.append(_pod(i, rng))
+        out.append(_pod(i, rng, distinct=distinct))
     return out
 
 
-def synthetic_cluster(nodes: int, pods: int, *, running: int = 0, seed: int = 0) -> str:
+def synthetic_cluster(
+    nodes: int, pods: int, *, running: int = 0, seed: int = 0, distinct: bool = False
+) -> str:
     """:func:`synthetic_manifests` as one JSON ``List`` document."""
     doc = {
         "apiVersion": "v1",
         "kind": "List",
-        "items": synthetic_manifests(nodes, pods, running=running, seed=seed),
+        "items": synthetic_manifests(nodes, pods, running=running, seed=seed, distinct=distinct),
     }
     return msgspec.json.encode(doc).decode()
 
@@ -155,13 +164,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--running", type=int, default=0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--yaml", action="store_true", help="multi-document YAML, not JSON")
+    parser.add_argument(
+        "--distinct", action="store_true", help="no two pending pods with the same requests"
+    )
     args = parser.parse_args(argv)
     if args.yaml:
-        docs = synthetic_manifests(args.nodes, args.pods, running=args.running, seed=args.seed)
+        docs = synthetic_manifests(
+            args.nodes, args.pods, running=args.running, seed=args.seed, distinct=args.distinct
+        )
         yaml.dump_all(docs, sys.stdout, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper))
     else:
         sys.stdout.write(
-            synthetic_cluster(args.nodes, args.pods, running=args.running, seed=args.seed) + "\n"
+            synthetic_cluster(
+                args.nodes, args.pods, running=args.running, seed=args.seed, distinct=args.distinct
+            )
+            + "\n"
         )
 
 

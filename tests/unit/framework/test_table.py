@@ -29,6 +29,14 @@ class Cpu:
         return out
 
 
+def warmed(s: Snapshot, *keys: str, max_keys: int = 8) -> RowDerived:
+    """A RowDerived that has seen ``keys`` once, so keeps them from their next use."""
+    kept = RowDerived(max_keys=max_keys)
+    for key in keys:
+        kept.get(s.table, key, s.present_slots(), lambda slots: np.zeros(len(slots), np.int64))
+    return kept
+
+
 def test_present_slots_are_kept_until_a_node_comes_or_goes() -> None:
     s = snapshot(3)
     first = s.present_slots()
@@ -74,7 +82,7 @@ def test_changed_rows_since_is_none_when_too_far_behind() -> None:
 def test_only_changed_rows_are_derived_again() -> None:
     s = snapshot(4)
     derive = Cpu(s.table)
-    kept = RowDerived()
+    kept = warmed(s, "k")
     every = s.present_slots()
     assert kept.get(s.table, "k", every, derive).tolist() == [0, 0, 0, 0]
     assert derive.asked == [[0, 1, 2, 3]]
@@ -90,6 +98,21 @@ def test_only_changed_rows_are_derived_again() -> None:
     assert kept.get(s.table, "k", every, derive).tolist() == [0, 1500, 0, 0]
 
 
+def test_a_key_used_once_derives_the_slots_asked_and_keeps_nothing() -> None:
+    s = snapshot(4)
+    derive = Cpu(s.table)
+    kept = RowDerived()
+    some = np.array([2, 0], dtype=np.int64)
+    assert kept.get(s.table, "k", some, derive).tolist() == [0, 0]
+    assert kept.get_unless_zero(s.table, "j", some, derive) is None
+    assert derive.asked == [[2, 0], [2, 0]]
+    # Its second use keeps it: every row, then only what changes.
+    kept.get(s.table, "k", some, derive)
+    assert derive.asked[2:] == [[0, 1, 2, 3]]
+    kept.get(s.table, "k", some, derive)
+    assert len(derive.asked) == 3
+
+
 def test_values_follow_the_slots_asked_for_when_some_slots_are_empty() -> None:
     s = snapshot(4)
     derive = Cpu(s.table)
@@ -102,7 +125,7 @@ def test_values_follow_the_slots_asked_for_when_some_slots_are_empty() -> None:
 def test_removed_rows_are_not_derived() -> None:
     s = snapshot(3)
     derive = Cpu(s.table)
-    kept = RowDerived()
+    kept = warmed(s, "k")
     kept.get(s.table, "k", s.present_slots(), derive)
     s.remove_node("n1")
     assert kept.get(s.table, "k", s.present_slots(), derive).tolist() == [0, 0]
@@ -126,7 +149,7 @@ def test_a_new_column_or_more_rows_derive_everything_again() -> None:
 def test_keys_are_kept_apart_and_the_least_recently_used_dropped() -> None:
     s = snapshot(2)
     derive = Cpu(s.table)
-    kept = RowDerived(max_keys=2)
+    kept = warmed(s, "a", "b", "c", max_keys=2)
     every = s.present_slots()
     for key in ("a", "b", "a", "c"):
         kept.get(s.table, key, every, derive)

@@ -275,7 +275,10 @@ def device_variable(driver: str, device: Device) -> celtypes.MapType:
 
 # --- compiling and evaluating ----------------------------------------------------------------
 
-_ENV = celpy.Environment()
+@functools.cache
+def _env() -> celpy.Environment:
+    # Building the CEL parser takes a third of a second: only when a selector is compiled.
+    return celpy.Environment()
 
 
 @dataclass(frozen=True)
@@ -326,8 +329,9 @@ def _runtime_message(e: CELEvalError) -> str:
 def compile_selector(expression: str) -> Selector:
     """The compiled ``expression``, cached; a compile failure is kept as ``error``."""
     try:
-        ast = _ENV.compile(expression)
-        program = _ENV.program(ast, functions=_FUNCTIONS)
+        env = _env()
+        ast = env.compile(expression)
+        program = env.program(ast, functions=_FUNCTIONS)
     except CELParseError as e:
         return Selector(expression, error=f"compilation failed: ERROR: {_one_line(str(e))}")
     except Exception as e:  # anything else cel-python rejects is a compile error too

@@ -32,7 +32,7 @@ def label_mask(nodes: Nodes, key: str, holds: Callable[[str | None], bool]) -> B
     if column is None:
         return np.full(len(nodes), holds(None), dtype=np.bool_)
     lut = np.fromiter(map(holds, column.values), dtype=np.bool_, count=len(column.values))
-    out: BoolArray = lut.take(column.ids.take(nodes.slots))
+    out: BoolArray = lut.take(nodes.gather(column.ids))
     return out
 
 
