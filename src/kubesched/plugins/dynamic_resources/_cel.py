@@ -275,6 +275,7 @@ def device_variable(driver: str, device: Device) -> celtypes.MapType:
 
 # --- compiling and evaluating ----------------------------------------------------------------
 
+
 @functools.cache
 def _env() -> celpy.Environment:
     # Building the CEL parser takes a third of a second: only when a selector is compiled.
