@@ -729,7 +729,7 @@ def bench_core(
     default=60.0,
     show_default=True,
     metavar="SECONDS",
-    help="Give up waiting when no pod got bound for this long.",
+    help="Give up waiting when for this long no pod got bound and nothing happened to any.",
 )
 def bench_e2e(
     nodes: int | None,

@@ -8,8 +8,8 @@ perf suite relies on (no priority and fairness, large in-flight limits), then:
    KubeSchedulerConfiguration for both (client QPS/burst 5000/5000, no leader election);
 3. the init pods are created and awaited (all bound);
 4. the measured pods are created as fast as the API server takes them, from many concurrent
-   requests, and the run waits until every one is bound (or nothing is bound for
-   ``stall_timeout`` seconds);
+   requests, and the run waits until every one is bound (or for ``stall_timeout`` seconds
+   nothing is bound and nothing happens to any pod);
 5. the measured pods' ``Scheduled`` events are counted (see _events);
 6. nodes and pods are listed and checked: overcommitted nodes, constraint violations, pods left
    unbound, and the spread of allocated CPU.
@@ -143,15 +143,17 @@ def scheduler_config() -> dict[str, Any]:
 
 
 class _PodTimes:
-    """The pod watch: when each pod was first seen, and first seen bound."""
+    """The pod watch: when each pod was first seen, and first seen bound; when anything last
+    happened to a pod (a nomination, a victim deleted: preemption's progress before a binding)."""
 
     def __init__(self) -> None:
         self.added: dict[str, float] = {}
         self.bound: dict[str, float] = {}
         self.changed = asyncio.Event()
+        self.last_event = time.monotonic()
 
     def on_add(self, obj: Pod) -> None:
-        now = time.monotonic()
+        now = self.last_event = time.monotonic()
         name = obj.metadata.name
         self.added.setdefault(name, now)
         if obj.spec.node_name and name not in self.bound:
@@ -159,12 +161,13 @@ class _PodTimes:
             self.changed.set()
 
     def on_update(self, old: Pod, new: Pod) -> None:
+        self.last_event = time.monotonic()
         if new.spec.node_name and new.metadata.name not in self.bound:
-            self.bound[new.metadata.name] = time.monotonic()
+            self.bound[new.metadata.name] = self.last_event
             self.changed.set()
 
     def on_delete(self, obj: Pod) -> None:
-        pass
+        self.last_event = time.monotonic()
 
     def on_synced(self) -> None:
         pass
@@ -185,8 +188,8 @@ async def _wait_bound(
     label: str,
     on_tick: Any = None,
 ) -> float | None:
-    """Wait until every pod of ``names`` is bound, or nothing got bound for ``stall_timeout``
-    seconds; the time the last of them was bound, if all were."""
+    """Wait until every pod of ``names`` is bound, or for ``stall_timeout`` seconds nothing got
+    bound and nothing happened to any pod; the time the last of them was bound, if all were."""
     bar = progress.bar(label, len(names))
     pending = set(names)
     last_progress = time.monotonic()
@@ -202,7 +205,8 @@ async def _wait_bound(
             bar.update(len(names) - len(pending))
             if on_tick is not None:
                 on_tick()
-            if pending and time.monotonic() - last_progress > stall_timeout:
+            quiet_since = max(last_progress, times.last_event)
+            if pending and time.monotonic() - quiet_since > stall_timeout:
                 return None
     finally:
         bar.close()
