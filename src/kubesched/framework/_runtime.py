@@ -218,6 +218,20 @@ class Framework:
         self.pre_bind_plugins = self._of(PreBindPlugin, "preBind")
         self.bind_plugins = self._of(BindPlugin, "bind")
         self.post_bind_plugins = self._of(PostBindPlugin, "postBind")
+        binding = {
+            p.name
+            for p in (
+                *self.reserve_plugins,
+                *self.permit_plugins,
+                *self.pre_bind_plugins,
+                *self.bind_plugins,
+                *self.post_bind_plugins,
+            )
+        }
+        #: Plugins whose PreFilter/PreScore state nothing reads after the scheduling cycle.
+        self._cycle_only_plugins = frozenset(
+            e.plugin.name for es in points.values() for e in es if e.plugin.name not in binding
+        )
         self._equivalence = EquivalenceCache(snapshot)
         self._filter_plans = _Plans(self._make_filter_plan)
         self._score_plans = _Plans(self._make_score_plan)
@@ -391,8 +405,12 @@ class Framework:
         result: PreFilterResult | None = None
         narrowed_by: list[str] = []
         status: Status | None = None
+        cycle_only = self._cycle_only_plugins
         for p in self.pre_filter_plugins:
+            written = state.count()
             r, s = p.pre_filter(state, pod, nodes)
+            if p.name in cycle_only:
+                state.scheduling_cycle_only(state.keys_since(written))
             if s is not None and s.code == Code.SKIP:
                 state.skip_filter_plugins.add(p.name)
                 continue
@@ -603,8 +621,12 @@ class Framework:
     def run_pre_score(self, state: CycleState, pod: Pod, nodes: Nodes) -> Status | None:
         start = time.perf_counter()
         status = None
+        cycle_only = self._cycle_only_plugins
         for p in self.pre_score_plugins:
+            written = state.count()
             s = p.pre_score(state, pod, nodes)
+            if p.name in cycle_only:
+                state.scheduling_cycle_only(state.keys_since(written))
             if s is not None and s.code == Code.SKIP:
                 state.skip_score_plugins.add(p.name)
                 continue

@@ -299,6 +299,7 @@ class Scheduler:
                 message = _rejected_on_one_node(pod, status)
                 return self._fail(fwk, qpi, REASON_UNSCHEDULABLE, message, start)
             return self._fail(fwk, qpi, REASON_SCHEDULER_ERROR, status.message, start)
+        state.end_scheduling_cycle()
         # The task leaves ``_binding`` itself when it ends (a done callback would cost a turn of
         # the event loop per pod).
         self._binding[pod.metadata.uid] = asyncio.get_running_loop().create_task(

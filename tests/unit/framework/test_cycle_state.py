@@ -24,3 +24,21 @@ def test_pod_info_of_derives_once_for_another_pod() -> None:
     assert info.pod is pod
     assert info.requests[CPU] == 250
     assert state.pod_info_of(pod) is info
+
+
+def test_the_end_of_the_scheduling_cycle_drops_what_only_it_reads() -> None:
+    state = CycleState()
+    state.write("kept", 1)
+    before = state.count()
+    state.write("scoring", 2)
+    state.write("filtering", 3)
+    state.scheduling_cycle_only(state.keys_since(before))
+    clone = state.clone()
+    state.end_scheduling_cycle()
+    assert state.get("kept") == 1
+    assert state.get("scoring") is None
+    assert state.get("filtering") is None
+    # A clone taken before (preemption's) keeps its own.
+    assert clone.get("filtering") == 3
+    clone.end_scheduling_cycle()
+    assert clone.get("filtering") is None

@@ -11,6 +11,7 @@ import pytest
 
 from builders import make_node, make_pod
 from kubesched.api import Pod
+from kubesched.config import default_config
 from kubesched.framework import (
     BindPlugin,
     Code,
@@ -35,8 +36,10 @@ from kubesched.framework import (
     ScorePlugin,
     Snapshot,
     Status,
+    build_frameworks,
 )
 from kubesched.framework._table import IntArray
+from kubesched.plugins import in_tree_registry
 
 
 class Sort(QueueSortPlugin):
@@ -380,3 +383,39 @@ async def test_aclose_closes_every_plugin_even_after_one_fails(
     await fw.aclose()
     assert _Closing.closed == ["Closing"]
     assert "closing plugin FailsToClose failed" in caplog.text
+
+
+def test_state_of_plugins_without_binding_points_ends_with_the_scheduling_cycle() -> None:
+    snapshot = Snapshot()
+    for i in range(3):
+        snapshot.set_node(make_node(f"n{i}"))
+    fw = next(
+        iter(
+            build_frameworks(
+                default_config(), in_tree_registry(), snapshot, rng=random.Random(1)
+            ).values()
+        )
+    )
+    term = {
+        "labelSelector": {"matchLabels": {"app": "web"}},
+        "topologyKey": "kubernetes.io/hostname",
+    }
+    pod = make_pod(
+        "p",
+        labels={"app": "web"},
+        spec={
+            "affinity": {
+                "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+            }
+        },
+    )
+    state = CycleState()
+    fw.schedule_pod(state, pod)
+    assert state.get("PreFilterInterPodAffinity") is not None
+    assert state.get("PreFilterNodeResourcesFit") is not None
+    state.end_scheduling_cycle()
+    # InterPodAffinity and NodeResourcesFit have no Reserve, Permit or binding point: nothing
+    # reads their state later. VolumeBinding's Reserve and PreBind do.
+    assert state.get("PreFilterInterPodAffinity") is None
+    assert state.get("PreFilterNodeResourcesFit") is None
+    assert state.get("VolumeBinding") is not None
