@@ -178,7 +178,7 @@ class EquivalenceCache:
     def __init__(self, snapshot: Snapshot) -> None:
         self._snapshot = snapshot
         self._entries: dict[Hashable, Filtered] = {}
-        self._doorkeeper = Doorkeeper()
+        self._doorkeeper = Doorkeeper(window=2 * _MAX_ENTRIES)
 
     # -- Filter ---------------------------------------------------------------------------------
 

@@ -38,6 +38,10 @@ _MAX_CHANGES = 4096
 #: Beyond this many changed rows a reader of them (:class:`RowDerived`, the runtime's per-shape
 #: cache) derives every row again, vectorized.
 MANY_ROWS = 256
+#: Keys a :class:`RowDerived` keeps by default: 8 bytes per node each (2.5 MB at 5,000 nodes
+#: for 64). Workloads mix pod sizes; with fewer keys than sizes in rotation every key is
+#: derived afresh before it is used again.
+KEYS_KEPT = 64
 
 
 class InternedColumn(Generic[V]):
@@ -288,16 +292,20 @@ class RowDerived:
     one or two rows change out of thousands. So the values are kept per key, for the last few
     keys used, and brought up to date with :meth:`NodeTable.changed_rows_since`: the derivation runs
     on the changed rows only. The result equals deriving every row afresh. A key is kept from
-    its second use on (:class:`Doorkeeper`); the first derives on the slots asked about only.
+    its second use on, if that comes soon enough (:class:`Doorkeeper`); otherwise the values
+    are derived on the slots asked about only.
     """
 
-    __slots__ = ("_doorkeeper", "_entries", "_max_keys", "_table")
+    __slots__ = ("_doorkeeper", "_entries", "_max_keys", "_reads_pods", "_table")
 
-    def __init__(self, max_keys: int = 8) -> None:
+    def __init__(self, max_keys: int = KEYS_KEPT, *, reads_pods: bool = True) -> None:
         self._entries: dict[Hashable, _RowValues] = {}
         self._max_keys = max_keys
+        # Without it, a row where only the pods counted on the node changed keeps its value.
+        self._reads_pods = reads_pods
         self._table: NodeTable | None = None
-        self._doorkeeper = Doorkeeper()
+        # A key in rotation with more others than are kept would be dropped before its reuse.
+        self._doorkeeper = Doorkeeper(window=2 * max_keys)
 
     def get(
         self,
@@ -351,8 +359,9 @@ class RowDerived:
             self._table = table
         entry = self._entries.pop(key, None)
         changed = None if entry is None else table.changed_rows_since(entry.version)
-        # The values read the whole row: Node and pods alike.
-        rows = sorted(changed[0] + changed[1]) if changed else []
+        rows: list[int] = []
+        if changed:
+            rows = sorted(changed[0] + changed[1]) if self._reads_pods else changed[0]
         if (
             entry is None
             or changed is None
@@ -360,31 +369,41 @@ class RowDerived:
             or len(rows) > MANY_ROWS
         ):
             entry = _RowValues(table, derive)
-        elif rows:
-            # A few rows (the usual case) cost less one by one than as numpy calls.
-            values, present = entry.values, table.present
-            nonzero = entry.nonzero
-            live = []
-            for r in rows:
-                if values[r]:
-                    nonzero -= 1
-                    # Rows whose node is gone hold 0: ``nonzero`` counts present rows only.
-                    values[r] = 0
-                if present[r]:
-                    live.append(r)
-            if live:
-                derived = derive(np.array(live, dtype=np.int64)).tolist()
-                for r, v in zip(live, derived, strict=True):
-                    if v:
-                        values[r] = v
-                        nonzero += 1
-            entry.nonzero = nonzero
-            entry.version = table.version
+        else:
+            self._rederive(entry, table, rows, derive)
         # Most recently used last: the first key is the one to drop.
         self._entries[key] = entry
         if len(self._entries) > self._max_keys:
             del self._entries[next(iter(self._entries))]
         return entry
+
+    @staticmethod
+    def _rederive(
+        entry: _RowValues,
+        table: NodeTable,
+        rows: list[int],
+        derive: Callable[[IntArray], IntArray],
+    ) -> None:
+        """Bring ``entry`` up to date: ``rows`` derived again, one by one (a few rows, the
+        usual case, cost less so than as numpy calls)."""
+        values, present = entry.values, table.present
+        nonzero = entry.nonzero
+        live = []
+        for r in rows:
+            if values[r]:
+                nonzero -= 1
+                # Rows whose node is gone hold 0: ``nonzero`` counts present rows only.
+                values[r] = 0
+            if present[r]:
+                live.append(r)
+        if live:
+            derived = derive(np.array(live, dtype=np.int64)).tolist()
+            for r, v in zip(live, derived, strict=True):
+                if v:
+                    values[r] = v
+                    nonzero += 1
+        entry.nonzero = nonzero
+        entry.version = table.version
 
 
 def _grow1(a: npt.NDArray[np.bool_], cap: int) -> npt.NDArray[np.bool_]:

@@ -21,6 +21,7 @@ from kubesched.framework import (
     NodeInfo,
     Nodes,
     NodeTable,
+    RowDerived,
     ScorePlugin,
     Status,
 )
@@ -36,6 +37,8 @@ MAX_NODE_SCORE = 100
 DEFAULT_IMAGE_TAG = "latest"
 
 _CACHE_SIZE = 64
+#: At most this many nodes are scored one by one rather than over arrays.
+_FEW_ROWS = 16
 
 
 def normalized_image_name(name: str) -> str:
@@ -85,6 +88,9 @@ class ImageLocality(ScorePlugin):
         # image name -> ((images version, node count) made at, holders' slots, scaled scores)
         self._arrays: dict[str, tuple[tuple[int, int], IntArray, IntArray]] = {}
         self._acc: IntArray = np.zeros(0, dtype=np.int64)
+        # Per pod images: a node's score changes only when its images, or how many nodes
+        # have each image, do (both in the key's epoch).
+        self._scores = RowDerived(reads_pods=False)
 
     def node_local_epoch(self) -> Hashable:
         # A node's score weighs each image by the share of nodes that have it.
@@ -105,25 +111,47 @@ class ImageLocality(ScorePlugin):
     def score_nodes(
         self, state: CycleState, pod: Pod, nodes: Nodes
     ) -> tuple[IntArray, Status | None]:
-        n = len(nodes)
+        num_containers = len(pod.spec.init_containers) + len(pod.spec.containers)
+        if num_containers == 0:
+            return np.zeros(len(nodes), dtype=np.int64), None
+        images = tuple(_pod_images(pod))
         table = nodes.table
         total = len(nodes.snapshot)
+        at = nodes.snapshot.at
+
+        def scores_of(slots: IntArray) -> IntArray:
+            if len(slots) > _FEW_ROWS:
+                return self._scores_of(table, slots, images, num_containers, total)
+            return np.fromiter(
+                (self.score(state, pod, at(slot))[0] for slot in slots.tolist()),
+                np.int64,
+                len(slots),
+            )
+
+        key = (images, num_containers, table.images_version, total)
+        return self._scores.get(table, key, nodes.slots, scores_of), None
+
+    def _scores_of(
+        self,
+        table: NodeTable,
+        slots: IntArray,
+        images: tuple[str, ...],
+        num_containers: int,
+        total: int,
+    ) -> IntArray:
         acc: IntArray | None = None
-        for image in _pod_images(pod):
+        for image in images:
             holders = table.images.get(image)
             if not holders:
                 continue
-            slots, scaled = self._scaled(table, image, holders, total)
+            held, scaled = self._scaled(table, image, holders, total)
             if acc is None:
                 acc = self._accumulator(table.capacity)
-            acc[slots] += scaled
+            acc[held] += scaled
         if acc is None:
-            return np.zeros(n, dtype=np.int64), None
-        num_containers = len(pod.spec.init_containers) + len(pod.spec.containers)
-        if num_containers == 0:
-            return np.zeros(n, dtype=np.int64), None
+            return np.zeros(len(slots), dtype=np.int64)
         max_threshold = MAX_CONTAINER_THRESHOLD * num_containers
-        sums = nodes.gather(acc).astype(np.float64)
+        sums = acc.take(slots).astype(np.float64)
         np.clip(sums, MIN_THRESHOLD, max_threshold, out=sums)
         # Integers below 2**53 with a quotient of at most 100: the floored float quotient is
         # the integer one.
@@ -131,7 +159,7 @@ class ImageLocality(ScorePlugin):
         sums *= MAX_NODE_SCORE
         sums /= max_threshold - MIN_THRESHOLD
         np.floor(sums, out=sums)
-        return sums.astype(np.int64), None
+        return sums.astype(np.int64)
 
     def _accumulator(self, capacity: int) -> IntArray:
         """A zeroed per-slot sum, reusing one array across calls (allocating and freeing arrays
