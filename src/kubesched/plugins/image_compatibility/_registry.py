@@ -17,9 +17,7 @@ import urllib.parse
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, ClassVar, NoReturn
-
-import aiohttp
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 from kubesched.plugins.image_compatibility._challenge import Challenge, parse_www_authenticate
 from kubesched.plugins.image_compatibility._credentials import Credential, matching_credentials
@@ -35,6 +33,9 @@ from kubesched.plugins.image_compatibility._tokens import (
     TokenCache,
     basic_authorization,
 )
+
+if TYPE_CHECKING:
+    import aiohttp
 
 #: The annotation oras and NFD order artifacts by (RFC 3339).
 CREATED_ANNOTATION = "org.opencontainers.image.created"
@@ -179,7 +180,11 @@ def _verify(ref: ImageReference, body: bytes, digest: str, what: str) -> None:
 
 # --- the client ------------------------------------------------------------------------------
 
-_NETWORK_ERRORS = (aiohttp.ClientError, TimeoutError, OSError)
+
+def _network_errors() -> tuple[type[BaseException], ...]:
+    import aiohttp  # noqa: PLC0415  (loaded with the first session: a third of a second)
+
+    return (aiohttp.ClientError, TimeoutError, OSError)
 
 
 @dataclass(frozen=True)
@@ -306,6 +311,8 @@ class RegistryClient:
     # --- transport ---
 
     def _http(self) -> aiohttp.ClientSession:
+        import aiohttp  # noqa: PLC0415  (importing it costs every command a third of a second)
+
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(
                 timeout=aiohttp.ClientTimeout(total=self.timeout),
@@ -363,7 +370,7 @@ class RegistryClient:
                 if reply.status != 401:
                     self._tokens.remember(ref.registry, scope, user, answer)
                     return reply
-        except _NETWORK_ERRORS as err:
+        except _network_errors() as err:
             _fail(ref, f"{what}: {type(err).__name__}: {err}", retryable=True)
         tried = "with every matching image pull secret" if users else "no image pull secret matches"
         _fail(ref, f"{what}: unauthorized (HTTP 401), {tried}{reply.error_detail()}")
