@@ -14,6 +14,7 @@ where it has one, the per-node form over a few.
 from __future__ import annotations
 
 import enum
+import random
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -132,6 +133,12 @@ class Handle(Protocol):
 
     @property
     def profile_name(self) -> str: ...
+
+    @property
+    def rng(self) -> random.Random:
+        """The profile's source of random draws (tie breaks, preemption's starting node):
+        seeded, it makes decisions reproducible."""
+        ...
 
     @property
     def event_recorder(self) -> EventRecorder | None:

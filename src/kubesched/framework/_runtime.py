@@ -262,6 +262,10 @@ class Framework:
         return self._client
 
     @property
+    def rng(self) -> random.Random:
+        return self._rng
+
+    @property
     def event_recorder(self) -> EventRecorder | None:
         return self._recorder
 

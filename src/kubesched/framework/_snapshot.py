@@ -102,10 +102,11 @@ class Snapshot:
         """Change the pods of one node for the length of a ``with`` block.
 
         kube-scheduler evaluates "what if these pods were gone, or those were there" (preemption
-        victims, nominated pods) on a copy of one NodeInfo. Here plugins read the shared table,
-        so the change is made on the snapshot itself and undone, in reverse order, when the block
-        ends (also on an exception): the node's pods, their order, table rows and pod groups are
-        as before. The scheduling cycle does not yield meanwhile, so nobody else sees the change.
+        victims, nominated pods) on a copy of one NodeInfo. Here vectorized plugins read the
+        shared table too, so the change is made on the node's NodeInfo and table row and undone,
+        in reverse order, when the block ends (also on an exception): the node's pods, their
+        order and its row are as before. The scheduling cycle does not yield meanwhile, so
+        nobody else sees the change.
         """
         info = self.get(node_name)
         if info is None:
@@ -251,6 +252,7 @@ class Snapshot:
                 self._pvc_refs.pop(key, None)
 
     def _sync_pods_row(self, info: NodeInfo, *, pods_only: bool = True) -> None:
+        """Bring the node's table row in step with the pods its NodeInfo counts."""
         t, slot = self.table, info.slot
         t.set_requested(slot, info.requested)
         t.non_zero_requested[slot] = (info.non_zero_cpu, info.non_zero_memory)
@@ -296,7 +298,11 @@ class Snapshot:
 
 
 class NodeTrial:
-    """Pods taken off or put on one node by :meth:`Snapshot.trial`; undone when it ends."""
+    """Pods taken off or put on one node by :meth:`Snapshot.trial`; undone when it ends.
+
+    As kube-scheduler's dry runs change a copy of the NodeInfo and nothing else, a trial changes
+    the node's NodeInfo and its table row (which vectorized plugins read) only: which node
+    counts each pod, the pods index and the PVCs in use stay as the cluster has them."""
 
     __slots__ = ("_journal", "_snapshot", "node")
 
@@ -307,30 +313,36 @@ class NodeTrial:
         self._journal: list[tuple[bool, PodInfo]] = []
 
     def remove_pod(self, pod: PodInfo) -> None:
-        """Stop counting ``pod`` (which must be on this node)."""
-        if self._snapshot.node_of_pod(pod.uid) != self.node.name:
+        """Stop counting ``pod`` (which must be counted on this node)."""
+        if pod.uid not in self.node.pods:
             raise ValueError(f"pod {pod.key} is not counted on node {self.node.name}")
-        self._snapshot.remove_pod(pod.uid)
+        self.node.remove_pod(pod.uid)
+        self._snapshot._sync_pods_row(self.node)
         self._journal.append((False, pod))
 
     def add_pod(self, pod: PodInfo) -> None:
-        """Count ``pod`` on this node (it must not be counted anywhere yet)."""
-        if self._snapshot.node_of_pod(pod.uid) is not None:
+        """Count ``pod`` on this node (it must not be counted anywhere else)."""
+        elsewhere = self._snapshot.node_of_pod(pod.uid)
+        if pod.uid in self.node.pods or elsewhere not in (None, self.node.name):
             raise ValueError(f"pod {pod.key} is already counted on a node")
-        self._snapshot.add_pod(pod, self.node.name)
+        self.node.add_pod(pod)
+        self._snapshot._sync_pods_row(self.node)
         self._journal.append((True, pod))
 
     def undo(self, order: list[str]) -> None:
         """Revert every change, last first, and restore the node's pod order."""
-        snapshot, name = self._snapshot, self.node.name
+        if not self._journal:
+            return
+        node = self.node
         while self._journal:
             added, pod = self._journal.pop()
             if added:
-                snapshot.remove_pod(pod.uid)
+                node.remove_pod(pod.uid)
             else:
-                snapshot.add_pod(pod, name)
-        pods = self.node.pods
+                node.add_pod(pod)
+        pods = node.pods
         if list(pods) != order:
             kept = [(uid, pods[uid]) for uid in order]
             pods.clear()
             pods.update(kept)
+        self._snapshot._sync_pods_row(node)

@@ -210,7 +210,7 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         self.min_candidate_nodes_percentage = int(decoded.min_candidate_nodes_percentage)
         self.min_candidate_nodes_absolute = int(decoded.min_candidate_nodes_absolute)
         #: Where the dry run starts among the potential nodes (``getOffsetRand``).
-        self.rng = random.Random()
+        self.rng: random.Random = handle.rng
         #: Preemptors whose victims are being evicted in the background.
         self._preempting: set[str] = set()
         #: Preemptor UID -> UID of the last victim, once only that one is left to evict.
