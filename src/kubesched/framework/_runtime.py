@@ -232,6 +232,11 @@ class Framework:
         self._cycle_only_plugins = frozenset(
             e.plugin.name for es in points.values() for e in es if e.plugin.name not in binding
         )
+        # A dry run on one node asks each Filter plugin about that node alone: plugins with a
+        # per-node form read its NodeInfo, the others (vectorized only) its table row.
+        self._trials_need_rows = any(
+            type(p).filter is FilterPlugin.filter for p in self.filter_plugins
+        )
         self._equivalence = EquivalenceCache(snapshot)
         self._filter_plans = _Plans(self._make_filter_plan)
         self._score_plans = _Plans(self._make_score_plan)
@@ -292,7 +297,7 @@ class Framework:
             self._activator.activate(pods)
 
     def trial(self, node_name: str) -> AbstractContextManager[NodeTrial]:
-        return self._snapshot.trial(node_name)
+        return self._snapshot.trial(node_name, rows=self._trials_need_rows)
 
     async def preempt_pod(self, preemptor: Pod, victim: Pod, node: str, plugin: str) -> None:
         """``PreemptPod``: a victim waiting at Permit is rejected; any other is evicted by the
@@ -523,7 +528,7 @@ class Framework:
     ) -> Status | None:
         """Filter on ``node`` with ``nominated`` counted there (``addGENominatedPods``)."""
         state_out = state.clone()
-        with self._snapshot.trial(node.name) as trial:
+        with self.trial(node.name) as trial:
             for pi in nominated:
                 trial.add_pod(pi)
                 s = self.run_pre_filter_extension_add_pod(state_out, pod, pi, node)

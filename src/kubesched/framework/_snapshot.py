@@ -98,7 +98,7 @@ class Snapshot:
     # -- what-if evaluations ------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def trial(self, node_name: str) -> Iterator[NodeTrial]:
+    def trial(self, node_name: str, *, rows: bool = True) -> Iterator[NodeTrial]:
         """Change the pods of one node for the length of a ``with`` block.
 
         kube-scheduler evaluates "what if these pods were gone, or those were there" (preemption
@@ -106,12 +106,13 @@ class Snapshot:
         shared table too, so the change is made on the node's NodeInfo and table row and undone,
         in reverse order, when the block ends (also on an exception): the node's pods, their
         order and its row are as before. The scheduling cycle does not yield meanwhile, so
-        nobody else sees the change.
+        nobody else sees the change. Without ``rows`` the table row is left alone: for callers
+        whose plugins all judge a node by its NodeInfo.
         """
         info = self.get(node_name)
         if info is None:
             raise KeyError(f"node {node_name!r} is not in the snapshot")
-        trial = NodeTrial(self, info)
+        trial = NodeTrial(self, info, rows=rows)
         order = list(info.pods)
         try:
             yield trial
@@ -304,10 +305,11 @@ class NodeTrial:
     the node's NodeInfo and its table row (which vectorized plugins read) only: which node
     counts each pod, the pods index and the PVCs in use stay as the cluster has them."""
 
-    __slots__ = ("_journal", "_snapshot", "node")
+    __slots__ = ("_journal", "_rows", "_snapshot", "node")
 
-    def __init__(self, snapshot: Snapshot, node: NodeInfo) -> None:
+    def __init__(self, snapshot: Snapshot, node: NodeInfo, *, rows: bool = True) -> None:
         self._snapshot = snapshot
+        self._rows = rows
         #: The node's NodeInfo: it reflects the changes while the trial lasts.
         self.node = node
         self._journal: list[tuple[bool, PodInfo]] = []
@@ -317,7 +319,8 @@ class NodeTrial:
         if pod.uid not in self.node.pods:
             raise ValueError(f"pod {pod.key} is not counted on node {self.node.name}")
         self.node.remove_pod(pod.uid)
-        self._snapshot._sync_pods_row(self.node)
+        if self._rows:
+            self._snapshot._sync_pods_row(self.node)
         self._journal.append((False, pod))
 
     def add_pod(self, pod: PodInfo) -> None:
@@ -326,7 +329,8 @@ class NodeTrial:
         if pod.uid in self.node.pods or elsewhere not in (None, self.node.name):
             raise ValueError(f"pod {pod.key} is already counted on a node")
         self.node.add_pod(pod)
-        self._snapshot._sync_pods_row(self.node)
+        if self._rows:
+            self._snapshot._sync_pods_row(self.node)
         self._journal.append((True, pod))
 
     def undo(self, order: list[str]) -> None:
@@ -345,4 +349,5 @@ class NodeTrial:
             kept = [(uid, pods[uid]) for uid in order]
             pods.clear()
             pods.update(kept)
-        self._snapshot._sync_pods_row(node)
+        if self._rows:
+            self._snapshot._sync_pods_row(node)

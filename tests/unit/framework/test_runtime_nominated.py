@@ -487,3 +487,22 @@ def test_one_node_is_filtered_with_the_per_node_form_when_there_is_one(
     assert fw.run_filter_plugins(CycleState(), make_pod("p"), n1) == Status(
         Code.UNSCHEDULABLE, reason, plugin=plugin
     )
+
+
+def test_a_trial_without_rows_changes_the_node_info_only() -> None:
+    s = cluster()
+    a = PodInfo.of(make_pod("a", cpu="500m"))
+    s.add_pod(a, "n1")
+    slot = s.slot_of("n1")
+    assert slot is not None
+    cpu = s.table.resource_index["cpu"]
+    version = s.table.version
+    with s.trial("n1", rows=False) as trial:
+        trial.remove_pod(a)
+        assert trial.node.requested["cpu"] == 0
+        # The row, and so whatever was derived from it, is untouched.
+        assert s.table.requested[slot, cpu] == 500
+    assert s.table.version == version
+    info = s.get("n1")
+    assert info is not None
+    assert info.requested["cpu"] == 500
