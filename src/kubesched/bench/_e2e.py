@@ -92,7 +92,7 @@ class E2EResult:
     #: (``events.k8s.io/v1``): what ``kubectl get events`` shows.
     events_written: int
     #: Measured pods bound per second: with ``rate`` arrival from the first measured pod's ADDED
-    #: event to the last measured pod's binding, with ``backlog`` from the first binding.
+    #: event to the last measured pod's binding, with ``backlog`` from launching the scheduler.
     throughput_pods_per_s: float
     throughput_interval_s: float
     #: Bound measured pods per window of ``throughput_interval_s``, from the same start.
@@ -105,7 +105,8 @@ class E2EResult:
     latency_p99_s: float | None
     latency_max_s: float | None
     latency_mean_s: float | None
-    #: Backlog arrival: from starting the scheduler process to the first measured binding.
+    #: Backlog arrival: from starting the scheduler process to the first measured binding
+    #: (start-up, informer lists, and any work before a binding, as preemption's dry runs).
     startup_s: float | None
     #: Scheduler process CPU (user + system) during the measured phase.
     cpu_s: float
@@ -457,8 +458,9 @@ async def _measure(
     if launched is None:
         first = min((times.added[n] for n in names if n in times.added), default=start)
     else:
-        # Backlog: from the first binding, start-up apart.
-        first = min(bound_times, default=launched)
+        # Backlog: from the launch of the scheduler, so that its start-up and whatever it does
+        # before its first binding (a pass of preemption's dry runs) count.
+        first = launched
     end = last if last is not None else max(bound_times, default=first)
     latencies = [
         times.bound[n] - times.added[n] for n in names if n in times.bound and n in times.added
@@ -489,7 +491,7 @@ async def _measure(
         latency_p99_s=lat.p99,
         latency_max_s=lat.max,
         latency_mean_s=lat.mean,
-        startup_s=None if launched is None else first - launched,
+        startup_s=None if launched is None or not bound_times else min(bound_times) - launched,
         cpu_s=cpu,
         cpu_per_pod_ms=cpu * 1000 / len(bound_times) if bound_times else 0.0,
         cpu_total_s=after.cpu_s if after else 0.0,
