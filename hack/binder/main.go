@@ -3,7 +3,7 @@
 // turn, -in-flight bindings at a time, then records the Scheduled event kube-scheduler writes
 // (events.k8s.io/v1, through client-go's event broadcaster, from its own client as
 // kube-scheduler's). Per pod the API server does what it does for a scheduler, a binding and an
-// event, and nothing is decided, so no scheduler on the same control plane can bind faster.
+// event, and nothing is decided: a scheduler on the same control plane should not bind faster.
 //
 // Pods with scheduling gates are left alone (the API server refuses to bind them), and so are
 // pods for another scheduler. SIGTERM or SIGINT stops it; -version prints the client-go version
@@ -42,7 +42,7 @@ var version = "unknown"
 
 const (
 	schedulerName = v1.DefaultSchedulerName
-	// kube-scheduler's event: schedule_one.go's handleBindingCycle.
+	// kube-scheduler's event: schedule_one.go's finishBinding.
 	reasonScheduled = "Scheduled"
 	actionBinding   = "Binding"
 )
