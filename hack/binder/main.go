@@ -24,6 +24,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -69,6 +70,10 @@ func main() {
 		os.Exit(1)
 	}
 	config.QPS, config.Burst = float32(*qps), *burst
+	// kube-scheduler's client connection: protobuf, uncompressed (its createKubeConfig and
+	// the clientConnection defaults), so the API server encodes and decodes as much for either.
+	config.ContentType = runtime.ContentTypeProtobuf
+	config.DisableCompression = true
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	if err := run(ctx, config, *inFlight); err != nil {
