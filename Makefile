@@ -33,8 +33,9 @@ unit: $(STAMP)
 e2e: $(STAMP) binaries prometheus iproute2 chromium
 	$(BIN)/pytest -q tests/e2e
 
-## Build (once, cached by version) etcd, kube-apiserver, kube-scheduler, kubectl, and for the
-## image-compatibility tests nfd-master and two OCI registries (hack/nfd, hack/registry).
+## Build (once, cached by version) etcd, kube-apiserver, kube-scheduler, kubectl, for the
+## image-compatibility tests nfd-master and two OCI registries (hack/nfd, hack/registry), and
+## the binder `bench e2e` measures as the API server's ceiling (hack/binder).
 binaries: $(STAMP)
 	$(BIN)/kubesched cluster binaries
 

@@ -101,7 +101,8 @@ def cluster_down(name: str) -> None:
 @cluster.command("binaries")
 def cluster_binaries() -> None:
     """Build (once, cached by version) or find etcd, kube-apiserver, kube-scheduler, kubectl,
-    and what the image-compatibility tests run: nfd-master and two OCI registries.
+    what the image-compatibility tests run (nfd-master and two OCI registries), and the binder
+    that `bench e2e` measures as the API server's ceiling.
 
     Prints one `<name> <path>` line per binary.
     """
@@ -111,7 +112,7 @@ def cluster_binaries() -> None:
         binaries = control_plane.ensure_binaries(progress=_progress)
         tools = {
             tool.command: control_plane.ensure_tool(tool, progress=_progress)
-            for tool in (control_plane.NFD_MASTER, *control_plane.REGISTRIES)
+            for tool in (control_plane.NFD_MASTER, *control_plane.REGISTRIES, control_plane.BINDER)
         }
     except control_plane.ClusterError as err:
         raise click.ClickException(str(err)) from err

@@ -48,7 +48,8 @@ from kubesched.bench._progress import Progress, Silent
 from kubesched.bench._stats import Summary, percentile, throughput_series
 from kubesched.bench._workloads import Workload
 
-#: The schedulers measured; ``binder`` decides nothing (the API server's ceiling, see _binder).
+#: The schedulers measured; ``binder`` decides nothing (the API server's ceiling: hack/binder,
+#: a Go program on client-go that binds round-robin and writes kube-scheduler's event).
 SCHEDULERS = ("kubesched", "kube-scheduler", "binder")
 NAMESPACE = "bench"
 
@@ -238,16 +239,15 @@ def _start_scheduler(
         return info.pid
 
     if which == "binder":
-        binder = [
-            sys.executable,
-            "-c",
-            "from kubesched.bench._binder import main; main()",
+        binder = control_plane.ensure_tool(control_plane.BINDER, progress=progress.note)
+        command = [
+            str(binder),
             f"--kubeconfig={kubeconfig}",
             f"--qps={CLIENT_QPS}",
             f"--burst={CLIENT_BURST}",
         ]
         return control_plane.start_component(
-            "binder", binder, cluster=cluster, progress=progress.note
+            "binder", command, cluster=cluster, progress=progress.note
         ).pid
 
     def argv(port: int) -> list[str]:

@@ -3,12 +3,14 @@
 ``up`` starts one (or reuses the running one of that name), ``down`` stops it and removes its
 state, ``status`` lists them. Binaries are built on first use and cached per version by
 ``ensure_binaries`` (``ensure_tool(NFD_MASTER)``: nfd-master, from ``hack/nfd``;
-``ensure_tool`` of each of ``REGISTRIES``: the OCI registries, from ``hack/registry``).
+``ensure_tool`` of each of ``REGISTRIES``: the OCI registries, from ``hack/registry``;
+``ensure_tool(BINDER)``: the benchmarks' binder that decides nothing, from ``hack/binder``).
 ``start_kube_scheduler`` / ``start_component`` run more processes tied to a cluster.
 See docs/cluster.md.
 """
 
 from kubesched.cluster._binaries import Binaries, Progress, ensure_binaries, find_binaries
+from kubesched.cluster._binder import BINDER
 from kubesched.cluster._certs import CertificateAuthority, KeyPair
 from kubesched.cluster._components import (
     ComponentInfo,
@@ -37,6 +39,7 @@ from kubesched.cluster._registry import DISTRIBUTION_REGISTRY, OCISERVER, REGIST
 from kubesched.cluster._state import DEFAULT_NAME
 
 __all__ = [
+    "BINDER",
     "DEFAULT_NAME",
     "DISTRIBUTION_REGISTRY",
     "NFD_MASTER",

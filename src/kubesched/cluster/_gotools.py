@@ -7,10 +7,16 @@ cache's build lock, into a temporary directory renamed into place once the binar
 pinned version, with go's progress and the tail of its output on failure:
 
     <cache>/bin/nfd-v0.19.0/nfd-master
+
+A command whose source is written here rather than pinned upstream (``own_source``) also has a
+digest of its module's files in its version, so that editing it builds it again:
+
+    <cache>/bin/binder-v0.34.4+3f2a9c1d0b7e/binder
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -50,6 +56,8 @@ class GoTool:
     version_args: tuple[str, ...]
     #: ... and what it prints then, ``{version}`` filled in.
     version_text: str
+    #: The main package is written here: a digest of the module's sources joins the version.
+    own_source: bool = False
 
 
 NFD_MASTER = GoTool(
@@ -90,6 +98,8 @@ def pinned(tool: GoTool, env: Mapping[str, str] | None = None) -> PinnedTool:
     version = required_version(text, tool.module)
     if version is None:
         raise BinaryBuildError(f"{path} does not require {tool.module}")
+    if tool.own_source:
+        version = f"{version}+{sources_digest(module_dir)}"
     return PinnedTool(
         tool=tool,
         version=version,
@@ -97,6 +107,19 @@ def pinned(tool: GoTool, env: Mapping[str, str] | None = None) -> PinnedTool:
         go_version=go_directive(text) or "1.24",
         path=bin_dir(env) / f"{tool.prefix}-{version}" / tool.command,
     )
+
+
+_MODULE_FILES = ("go.mod", "go.sum")
+
+
+def sources_digest(module_dir: Path) -> str:
+    """12 hex digits of SHA-256 over the module's Go files, go.mod and go.sum (names and bytes)."""
+    digest = hashlib.sha256()
+    files = [p for p in module_dir.rglob("*") if p.suffix == ".go" or p.name in _MODULE_FILES]
+    for file in sorted(files):
+        digest.update(file.relative_to(module_dir).as_posix().encode() + b"\0")
+        digest.update(file.read_bytes() + b"\0")
+    return digest.hexdigest()[:12]
 
 
 def find_tool(tool: GoTool, env: Mapping[str, str] | None = None) -> Path | None:

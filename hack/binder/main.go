@@ -1,0 +1,207 @@
+// Command binder is the API server's ceiling in `kubesched bench e2e`: it makes no decision at
+// all. It lists the nodes once, watches the pending pods and binds each to the next node in
+// turn, -in-flight bindings at a time, then records the Scheduled event kube-scheduler writes
+// (events.k8s.io/v1, through client-go's event broadcaster, from its own client as
+// kube-scheduler's). Per pod the API server does what it does for a scheduler, a binding and an
+// event, and nothing is decided: a scheduler on the same control plane should not bind faster.
+//
+// Pods with scheduling gates are left alone (the API server refuses to bind them), and so are
+// pods for another scheduler. SIGTERM or SIGINT stops it; -version prints the client-go version
+// stamped in at build time.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+)
+
+// version is the k8s.io/client-go version (and a digest of this module), set with
+// -ldflags -X main.version.
+var version = "unknown"
+
+const (
+	schedulerName = v1.DefaultSchedulerName
+	// kube-scheduler's event: schedule_one.go's finishBinding.
+	reasonScheduled = "Scheduled"
+	actionBinding   = "Binding"
+)
+
+func main() {
+	kubeconfig := flag.String("kubeconfig", "", "kubeconfig of the API server (required)")
+	inFlight := flag.Int("in-flight", 64, "bindings in flight at once")
+	qps := flag.Float64("qps", 5000, "client QPS, as the schedulers' clientConnection")
+	burst := flag.Int("burst", 5000, "client burst, as the schedulers' clientConnection")
+	showVersion := flag.Bool("version", false, "print the version and exit")
+	flag.Parse()
+	if *showVersion {
+		fmt.Printf("binder k8s.io/client-go %s\n", version)
+		return
+	}
+	if *kubeconfig == "" || *inFlight < 1 {
+		fmt.Fprintln(os.Stderr, "binder: --kubeconfig is required and --in-flight must be at least 1")
+		flag.Usage()
+		os.Exit(2)
+	}
+	config, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	if err != nil {
+		klog.ErrorS(err, "Reading --kubeconfig", "path", *kubeconfig)
+		os.Exit(1)
+	}
+	config.QPS, config.Burst = float32(*qps), *burst
+	// kube-scheduler's client connection: protobuf, uncompressed (its createKubeConfig and
+	// the clientConnection defaults), so the API server encodes and decodes as much for either.
+	config.ContentType = runtime.ContentTypeProtobuf
+	config.DisableCompression = true
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := run(ctx, config, *inFlight); err != nil {
+		klog.ErrorS(err, "Binder failed")
+		os.Exit(1)
+	}
+}
+
+// run binds pending pods until ctx is done.
+func run(ctx context.Context, config *rest.Config, inFlight int) error {
+	client, err := kubernetes.NewForConfig(rest.AddUserAgent(config, "binder"))
+	if err != nil {
+		return err
+	}
+	// Events go through a client (and rate limiter) of their own, as kube-scheduler's do.
+	eventClient, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		return err
+	}
+	nodes, err := nodeNames(ctx, client)
+	if err != nil {
+		return err
+	}
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: eventClient.EventsV1()})
+	defer broadcaster.Shutdown()
+	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
+		return err
+	}
+	recorder := broadcaster.NewRecorder(scheme.Scheme, schedulerName)
+
+	queue := workqueue.NewTyped[*v1.Pod]()
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0,
+		informers.WithTweakListOptions(func(options *metav1.ListOptions) {
+			options.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", "").String()
+		}))
+	pods := factory.Core().V1().Pods().Informer()
+	if _, err := pods.AddEventHandler(newPending(queue)); err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+
+	next := roundRobin(nodes)
+	var workers sync.WaitGroup
+	workers.Add(inFlight)
+	for range inFlight {
+		go func() {
+			defer workers.Done()
+			for {
+				pod, shutdown := queue.Get()
+				if shutdown {
+					return
+				}
+				bindOne(ctx, client, recorder, pod, next())
+				queue.Done(pod)
+			}
+		}()
+	}
+	<-ctx.Done()
+	queue.ShutDown()
+	workers.Wait()
+	factory.Shutdown()
+	return nil
+}
+
+// nodeNames lists the nodes once, sorted: the binder does not follow later changes.
+func nodeNames(ctx context.Context, client kubernetes.Interface) ([]string, error) {
+	list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	if len(list.Items) == 0 {
+		return nil, fmt.Errorf("no nodes to bind to")
+	}
+	names := make([]string, 0, len(list.Items))
+	for _, node := range list.Items {
+		names = append(names, node.Name)
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// roundRobin returns the next node in turn, safe for concurrent use.
+func roundRobin(nodes []string) func() string {
+	var n atomic.Uint64
+	return func() string {
+		return nodes[(n.Add(1)-1)%uint64(len(nodes))]
+	}
+}
+
+// pending is whether the binder binds pod: not bound, not being deleted, not gated, and for
+// the default scheduler.
+func pending(pod *v1.Pod) bool {
+	return pod.Spec.NodeName == "" &&
+		pod.DeletionTimestamp == nil &&
+		len(pod.Spec.SchedulingGates) == 0 &&
+		pod.Spec.SchedulerName == schedulerName
+}
+
+// newPending queues each pending pod once: the watch may deliver a pod again (an update, a
+// relist) before its binding shows, and a second binding would only be refused.
+func newPending(queue workqueue.TypedInterface[*v1.Pod]) cache.ResourceEventHandlerFuncs {
+	// The handler's callbacks run one at a time, so the set needs no lock.
+	queued := map[types.UID]bool{}
+	offer := func(obj any) {
+		pod, ok := obj.(*v1.Pod)
+		if ok && !queued[pod.UID] && pending(pod) {
+			queued[pod.UID] = true
+			queue.Add(pod)
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    offer,
+		UpdateFunc: func(_, obj any) { offer(obj) },
+	}
+}
+
+// bindOne binds pod to node, as kube-scheduler's DefaultBinder does, then records its event.
+func bindOne(ctx context.Context, client kubernetes.Interface, recorder events.EventRecorder, pod *v1.Pod, node string) {
+	binding := &v1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
+		Target:     v1.ObjectReference{Kind: "Node", Name: node},
+	}
+	if err := client.CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{}); err != nil {
+		if ctx.Err() == nil {
+			klog.ErrorS(err, "Binding", "pod", klog.KObj(pod), "node", node)
+		}
+		return
+	}
+	recorder.Eventf(pod, nil, v1.EventTypeNormal, reasonScheduled, actionBinding,
+		"Successfully assigned %v/%v to %v", pod.Namespace, pod.Name, node)
+}

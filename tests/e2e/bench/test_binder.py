@@ -1,0 +1,108 @@
+"""The binder `bench e2e` measures as the API server's ceiling (hack/binder, on client-go),
+against a real kube-apiserver: each pending pod bound to the next node in turn with
+kube-scheduler's ``Scheduled`` event, gated pods and other schedulers' pods left alone, and a
+clean exit on SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import os
+import signal
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from builders import NodeWrapper, PodWrapper
+from kubesched import cluster
+from kubesched.api import ObjectList, Pod
+from kubesched.cluster import BINDER, ClusterInfo
+from kubesched.kube import APIClient, api_path
+
+NAMESPACE = "binder"
+NODES = ("node-a", "node-b", "node-c")
+
+T = TypeVar("T")
+
+
+async def _until(probe: Callable[[], Awaitable[T | None]], what: str, within: float = 30.0) -> T:
+    deadline = time.monotonic() + within
+    while (found := await probe()) is None:
+        assert time.monotonic() < deadline, f"waited {within:.0f} s for {what}"
+        await asyncio.sleep(0.2)
+    return found
+
+
+async def _exercise(info: ClusterInfo, binder: Path) -> None:
+    async with APIClient.from_kubeconfig(str(info.kubeconfig)) as client:
+        await client.post("/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
+        for node in NODES:
+            manifest = NodeWrapper(node).capacity({"cpu": "4", "pods": "110"}).ready().manifest()
+            await client.post("/api/v1/nodes", manifest)
+        pods_path = api_path("pods", namespace=NAMESPACE)
+
+        async def create(name: str, **spec: Any) -> None:
+            pod = PodWrapper(name).namespace(NAMESPACE).pause().spec(spec).manifest()
+            await client.post(pods_path, pod)
+
+        # Six pods wait before it starts (its list), three come after (its watch).
+        for i in range(6):
+            await create(f"p{i}")
+        await create("gated", schedulingGates=[{"name": "example.com/hold"}])
+        await create("other", schedulerName="other-scheduler")
+        kubeconfig = info.client_kubeconfig("system:kube-scheduler")
+        process = await asyncio.create_subprocess_exec(
+            str(binder),
+            f"--kubeconfig={kubeconfig}",
+            "--in-flight=4",
+            stdin=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            for i in range(6, 9):
+                await create(f"p{i}")
+            names = [f"p{i}" for i in range(9)]
+
+            async def placed() -> dict[str, str] | None:
+                pods = await client.list(pods_path, type=ObjectList[Pod])
+                nodes = {p.metadata.name: p.spec.node_name for p in pods.items}
+                return nodes if all(nodes[n] for n in names) else None
+
+            async def scheduled_events() -> list[dict[str, Any]] | None:
+                path = f"/apis/events.k8s.io/v1/namespaces/{NAMESPACE}/events"
+                body = json.loads(await client.get(path))
+                found = [e for e in body["items"] if e["reason"] == "Scheduled"]
+                return found if len(found) >= len(names) else None
+
+            nodes = await _until(placed, "the nine pods to be bound")
+            events = await _until(scheduled_events, "nine Scheduled events")
+            # In turn over the three nodes: three pods each, whatever order they went in.
+            assert collections.Counter(nodes[n] for n in names) == dict.fromkeys(NODES, 3)
+            assert sorted(e["regarding"]["name"] for e in events) == names
+            for event in events:
+                pod = event["regarding"]["name"]
+                assert event["type"] == "Normal"
+                assert event["action"] == "Binding"
+                assert event["reportingController"] == "default-scheduler"
+                assert event["note"] == f"Successfully assigned {NAMESPACE}/{pod} to {nodes[pod]}"
+            # The binder listed them before any of the others; they stay pending.
+            assert nodes["gated"] == nodes["other"] == ""
+            process.send_signal(signal.SIGTERM)
+            _, errors = await asyncio.wait_for(process.communicate(), timeout=10)
+            assert process.returncode == 0, errors.decode()[-2000:]
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+
+
+def test_binds_in_turn_with_kube_schedulers_event() -> None:
+    binder = cluster.ensure_tool(BINDER)
+    name = f"binder-{os.getpid()}"
+    info = cluster.up(name)
+    try:
+        asyncio.run(_exercise(info, binder))
+    finally:
+        cluster.down(name)
