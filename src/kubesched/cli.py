@@ -641,11 +641,12 @@ def bench() -> None:
 @click.option("--pods", default=10000, show_default=True, help="Pods to schedule.")
 @click.option(
     "--profile",
-    type=click.Choice(["default", "mixed", "spread"]),
+    type=click.Choice(["default", "mixed", "spread", "daemonset"]),
     default="default",
     show_default=True,
     help="default: SchedulingBasic's nodes and pods; mixed: zones, taints, affinity, sizes; "
-    "spread: TopologySpreading's zones and pods with pod anti-affinity mixed in.",
+    "spread: TopologySpreading's zones and pods with pod anti-affinity mixed in; daemonset: "
+    "SchedulingDaemonset's pods, all pinned by node name to the first node.",
 )
 @click.option(
     "-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True

@@ -42,7 +42,12 @@ from kubesched.framework import (
 from kubesched.scheduler import Outcome, Scheduler, SchedulerMetrics, new_scheduler
 
 #: ``bench core --profile`` -> workload whose node and pod shapes it uses.
-PROFILES = {"default": "basic", "mixed": "mixed", "spread": "spread"}
+PROFILES = {
+    "default": "basic",
+    "mixed": "mixed",
+    "spread": "spread",
+    "daemonset": "SchedulingDaemonset/15000Nodes",
+}
 NAMESPACE = "bench"
 #: How often the run checks whether it is over (and reports progress).
 _POLL = 0.05

@@ -50,6 +50,17 @@ def test_spread_profile_keeps_skew_and_anti_affinity() -> None:
     assert "Filter/InterPodAffinity" in r.plugins
 
 
+def test_daemonset_profile_binds_every_pod_to_the_node_it_names() -> None:
+    # More pods than a node-default takes (110): only node 0, of 90,000 pods, holds them all.
+    r = run_core(nodes=40, pods=300, profile="daemonset")
+    assert (r.scheduled, r.failed_attempts) == (300, 0)
+    assert r.constraint_violations == 0
+    assert r.overcommitted_nodes == 0
+    # NodeAffinity's PreFilter left one node to Filter, and one feasible node needs no Score.
+    assert "Filter/NodeAffinity" in r.plugins
+    assert "Score" not in r.extension_points
+
+
 def test_unschedulable_pods_end_the_run() -> None:
     # One node of 4 CPU takes 40 pods of 100m; the run stops once only the other 10 are left.
     r = run_core(nodes=1, pods=50, profile="default")
