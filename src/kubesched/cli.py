@@ -660,8 +660,20 @@ def bench() -> None:
     "[default: core; default with --profile spread]",
 )
 @click.option("--seed", default=0, show_default=True, help="Seed of the tie-breaking RNG.")
+@click.option(
+    "--distinct",
+    is_flag=True,
+    help="Give each pod a label of its own: no two pods alike, so no decision comes from the "
+    "per-shape cache (the cost of a pod unlike any before it).",
+)
 def bench_core(
-    nodes: int, pods: int, profile: str, plugin_set: str | None, output: str, seed: int
+    nodes: int,
+    pods: int,
+    profile: str,
+    plugin_set: str | None,
+    output: str,
+    seed: int,
+    distinct: bool,
 ) -> None:
     """Schedule PODS pods onto NODES nodes in memory, through `run`'s scheduling loop.
 
@@ -677,6 +689,7 @@ def bench_core(
         profile=profile,
         seed=seed,
         plugin_set=plugin_set,
+        distinct=distinct,
         progress=StderrProgress(),
     )
     if output == "json":
