@@ -641,11 +641,12 @@ def bench() -> None:
 @click.option("--pods", default=10000, show_default=True, help="Pods to schedule.")
 @click.option(
     "--profile",
-    type=click.Choice(["default", "mixed", "spread"]),
+    type=click.Choice(["default", "mixed", "spread", "daemonset"]),
     default="default",
     show_default=True,
     help="default: SchedulingBasic's nodes and pods; mixed: zones, taints, affinity, sizes; "
-    "spread: TopologySpreading's zones and pods with pod anti-affinity mixed in.",
+    "spread: TopologySpreading's zones and pods with pod anti-affinity mixed in; daemonset: "
+    "SchedulingDaemonset's pods, all pinned by node name to the first node.",
 )
 @click.option(
     "-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True
@@ -659,8 +660,20 @@ def bench() -> None:
     "[default: core; default with --profile spread]",
 )
 @click.option("--seed", default=0, show_default=True, help="Seed of the tie-breaking RNG.")
+@click.option(
+    "--distinct",
+    is_flag=True,
+    help="Give each pod a label of its own: no two pods alike, so no decision comes from the "
+    "per-shape cache (the cost of a pod unlike any before it).",
+)
 def bench_core(
-    nodes: int, pods: int, profile: str, plugin_set: str | None, output: str, seed: int
+    nodes: int,
+    pods: int,
+    profile: str,
+    plugin_set: str | None,
+    output: str,
+    seed: int,
+    distinct: bool,
 ) -> None:
     """Schedule PODS pods onto NODES nodes in memory, through `run`'s scheduling loop.
 
@@ -676,6 +689,7 @@ def bench_core(
         profile=profile,
         seed=seed,
         plugin_set=plugin_set,
+        distinct=distinct,
         progress=StderrProgress(),
     )
     if output == "json":

@@ -42,8 +42,15 @@ from kubesched.framework import (
 from kubesched.scheduler import Outcome, Scheduler, SchedulerMetrics, new_scheduler
 
 #: ``bench core --profile`` -> workload whose node and pod shapes it uses.
-PROFILES = {"default": "basic", "mixed": "mixed", "spread": "spread"}
+PROFILES = {
+    "default": "basic",
+    "mixed": "mixed",
+    "spread": "spread",
+    "daemonset": "SchedulingDaemonset/15000Nodes",
+}
 NAMESPACE = "bench"
+#: ``--distinct`` gives each pod this label with a value of its own.
+DISTINCT_LABEL = "bench.kubesched.io/pod"
 #: How often the run checks whether it is over (and reports progress).
 _POLL = 0.05
 
@@ -127,6 +134,8 @@ class CoreResult:
     #: The scheduler plugins: ``core`` or ``default`` (see ``kubesched.bench._plugin_sets``),
     #: ``custom`` for a configuration given by the caller.
     plugin_set: str
+    #: Whether each pod had a label of its own (no two pods of one shape).
+    distinct: bool
     scheduled: int
     unscheduled: int
     attempts: int
@@ -159,11 +168,17 @@ def make_nodes(shape: Workload, count: int) -> list[Node]:
     return [msgspec.convert(shape.make_node(i), Node) for i in range(count)]
 
 
-def make_pods(shape: Workload, count: int, *, prefix: str = "pod") -> list[Pod]:
+def make_pods(
+    shape: Workload, count: int, *, prefix: str = "pod", distinct: bool = False
+) -> list[Pod]:
+    """``count`` pods of ``shape``; with ``distinct`` no two alike (a label of their own), so
+    that no pod's Filter and Score come from the per-shape cache."""
     pods = []
     for i in range(count):
         raw = shape.make_pod(i, f"{prefix}-{i:05d}", NAMESPACE)
         raw["metadata"]["uid"] = f"{prefix}-uid-{i}"
+        if distinct:
+            raw["metadata"].setdefault("labels", {})[DISTINCT_LABEL] = str(i)
         pods.append(msgspec.convert(raw, Pod))
     return pods
 
@@ -277,6 +292,7 @@ def run_core(
     profile: str = "default",
     seed: int = 0,
     plugin_set: str | None = None,
+    distinct: bool = False,
     config: KubeSchedulerConfiguration | None = None,
     registry: Registry | None = None,
     progress: Progress | None = None,
@@ -285,7 +301,7 @@ def run_core(
     """Schedule ``pods`` pods of ``profile`` onto ``nodes`` empty nodes, in memory, with the
     plugins of ``plugin_set`` (``config``, when given, instead). By default ``core``, but
     ``default`` for the ``spread`` pods, whose constraints need the plugins ``core`` leaves
-    out."""
+    out. ``distinct`` makes every pod a shape of its own (see :func:`make_pods`)."""
     if plugin_set is None:
         plugin_set = "default" if profile == "spread" else "core"
     if profile not in PROFILES:
@@ -296,7 +312,7 @@ def run_core(
         registry = default_registry()
     shape = workload(PROFILES[profile])
     node_objs = make_nodes(shape, nodes)
-    pod_objs = make_pods(shape, pods)
+    pod_objs = make_pods(shape, pods, distinct=distinct)
     scheduler, cluster, writer, metrics, timing = asyncio.run(
         _run(
             config or plugin_set_config(plugin_set),
@@ -318,6 +334,7 @@ def run_core(
         profile=profile,
         seed=seed,
         plugin_set="custom" if config is not None else plugin_set,
+        distinct=distinct,
         scheduled=cluster.bound,
         unscheduled=pods - cluster.bound,
         attempts=len(cycles),

@@ -56,7 +56,7 @@ def core_table(r: CoreResult) -> str:
     ]
     head = (
         f"bench core: {r.nodes} nodes, {r.pods} pods, profile {r.profile}, "
-        f"plugins {r.plugin_set}, seed {r.seed}"
+        f"plugins {r.plugin_set}, seed {r.seed}" + (", distinct pods" if r.distinct else "")
     )
     points = ", ".join(f"{k} {v * 1e6:.0f}" for k, v in r.extension_points.items())
     plugins = "\n".join(f"  {v * 1e6:8.1f} µs  {k}" for k, v in r.plugins.items())

@@ -700,24 +700,27 @@ class Framework:
                 return Nodes(self._snapshot, entry.feasible), diagnosis, entry
         candidates = all_nodes
         if result is not None and result.node_names is not None:
-            names = self._snapshot.table.names
-            keep = np.fromiter(
-                (names[s] in result.node_names for s in all_nodes.slots.tolist()),
-                dtype=np.bool_,
-                count=len(all_nodes),
-            )
-            candidates = Nodes(self._snapshot, all_nodes.slots[keep])
-            if not keep.all():
+            # As kube-scheduler, look up the few names (a DaemonSet pod names one node) rather
+            # than walk every node: names of no node are dropped.
+            candidates = Nodes(self._snapshot, self._slots_named(result.node_names))
+            if len(candidates) < len(all_nodes):
                 absent = Status(
                     Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
                     f"node(s) didn't satisfy plugin(s) {_go_list(sorted(narrowed_by))}",
                 )
-                diagnosis.add(NodeGroup(all_nodes.slots[~keep], absent))
+                kept = np.searchsorted(all_nodes.slots, candidates.slots)
+                diagnosis.add(NodeGroup(np.delete(all_nodes.slots, kept), absent))
         want = self.num_feasible_nodes_to_find(len(candidates))
         if want < len(candidates):
             candidates = self._sampled(state, pod, candidates, want, diagnosis)
             return candidates, diagnosis, None
         return self.run_filter(state, pod, candidates, diagnosis), diagnosis, None
+
+    def _slots_named(self, names: Iterable[str]) -> IntArray:
+        """The slots of the nodes (with a Node object) among ``names``, ascending as
+        :meth:`all_nodes`."""
+        slots = [s for s in map(self._snapshot.slot_of, names) if s is not None]
+        return np.array(sorted(slots), dtype=np.int64)
 
     def _may_use_cache(self, num_nodes: int) -> bool:
         """Whether Filter may come from the per-shape cache: every node is a candidate and

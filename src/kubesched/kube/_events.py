@@ -22,7 +22,7 @@ import contextlib
 import logging
 import socket
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -213,8 +213,9 @@ class EventRecorder:
         self._tasks: list[asyncio.Task[None]] = []
         self._last_name = ""
         self._last_refresh = clock()
-        # Set when a write frees a place in the queue (:meth:`room`).
-        self._room = asyncio.Event()
+        # Callers waiting in :meth:`room`, first come first woken: one per place freed (waking
+        # them all for each place made a backlog of thousands quadratic).
+        self._waiters: deque[asyncio.Future[None]] = deque()
         # Whether the last write failed: waiting for room would then stall callers for nothing.
         self.failing = False
         # Counters.
@@ -315,8 +316,24 @@ class EventRecorder:
         """Wait until an event recorded next would be queued, unless writes are failing (the
         API server is down: then it is dropped, rather than holding the caller)."""
         while self._queue.full() and not self.failing and self._tasks:
-            self._room.clear()
-            await self._room.wait()
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            except asyncio.CancelledError:
+                # A place this caller was woken for goes to the next one.
+                if waiter.done() and not waiter.cancelled():
+                    self._wake(1)
+                raise
+        if self.failing or not self._tasks:
+            self._wake(len(self._waiters))  # nobody waits for a queue that does not move
+
+    def _wake(self, count: int) -> None:
+        while count and self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                count -= 1
 
     # --- background --------------------------------------------------------------------------
 
@@ -345,6 +362,7 @@ class EventRecorder:
                 async with asyncio.timeout(grace):
                     await self.flush()
         tasks, self._tasks = self._tasks, []
+        self._wake(len(self._waiters))
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -352,7 +370,7 @@ class EventRecorder:
     async def _worker(self) -> None:
         while True:
             item = await self._queue.get()
-            self._room.set()
+            self._wake(1)
             try:
                 await self._send(item)
             except asyncio.CancelledError:
@@ -444,7 +462,7 @@ class EventRecorder:
             # A temporary error outlived its retries: the server cannot take writes now.
             self.failing = isinstance(exc, TemporaryAPIError)
             if self.failing:
-                self._room.set()
+                self._wake(len(self._waiters))
             log.warning(
                 "event %s (%s %s) rejected: %s",
                 event.metadata.name,

@@ -139,3 +139,34 @@ def test_preemption_basic_by_its_upstream_name() -> None:
     [comparison] = document["comparisons"]
     assert comparison["workload"] == "PreemptionBasic/1000Nodes"
     assert comparison["upstream_threshold"] is None
+
+
+def test_scheduling_daemonset_by_its_upstream_name() -> None:
+    """SchedulingDaemonset at upstream's integration size (the named node and 5 others, 10
+    pods): both schedulers bind every pod to the node its required node affinity names by
+    ``metadata.name``, the others being ruled out at PreFilter."""
+    argv = [
+        sys.executable,
+        "-c",
+        "from kubesched.cli import main; main()",
+        "bench",
+        "e2e",
+        "--workload=SchedulingDaemonset/15000Nodes",
+        "--nodes=6",
+        "--pods=10",
+        "--arrival=backlog",
+        "--no-ceiling",
+        "-o",
+        "json",
+    ]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    document = json.loads(done.stdout)
+    assert [r["scheduler"] for r in document["results"]] == ["kubesched", "kube-scheduler"]
+    for r in document["results"]:
+        assert (r["nodes"], r["init_pods"], r["measured_pods"]) == (6, 0, 10)
+        # A pod off the node it names would be a violation of its required node affinity.
+        assert (r["constraint_violations"], r["unbound_pods"]) == (0, 0), r["errors"]
+        assert r["pods_bound"] == r["events_written"] == 10
+    [comparison] = document["comparisons"]
+    assert comparison["upstream_threshold"] == 390

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 
+import msgspec
 import pytest
 
 from builders import make_pod
 from kubesched.bench import MemoryCluster, run_core
-from kubesched.bench._core import BindConflictError
+from kubesched.bench._core import DISTINCT_LABEL, BindConflictError, make_pods
 from kubesched.bench._plugin_sets import NOT_CORE, plugin_set_config
+from kubesched.bench._workloads import workload
 from kubesched.framework import Snapshot, build_frameworks
 from kubesched.plugins import in_tree_registry
 
@@ -50,6 +52,17 @@ def test_spread_profile_keeps_skew_and_anti_affinity() -> None:
     assert "Filter/InterPodAffinity" in r.plugins
 
 
+def test_daemonset_profile_binds_every_pod_to_the_node_it_names() -> None:
+    # More pods than a node-default takes (110): only node 0, of 90,000 pods, holds them all.
+    r = run_core(nodes=40, pods=300, profile="daemonset")
+    assert (r.scheduled, r.failed_attempts) == (300, 0)
+    assert r.constraint_violations == 0
+    assert r.overcommitted_nodes == 0
+    # NodeAffinity's PreFilter left one node to Filter, and one feasible node needs no Score.
+    assert "Filter/NodeAffinity" in r.plugins
+    assert "Score" not in r.extension_points
+
+
 def test_unschedulable_pods_end_the_run() -> None:
     # One node of 4 CPU takes 40 pods of 100m; the run stops once only the other 10 are left.
     r = run_core(nodes=1, pods=50, profile="default")
@@ -63,6 +76,20 @@ def test_json_has_the_figures() -> None:
     for key in ("pods_per_s", "pods_per_cpu_s", "cycle", "peak_rss_bytes", "overcommitted_nodes"):
         assert key in out
     assert set(out["cycle"]) == {"count", "mean", "p50", "p90", "p99", "max"}
+
+
+def test_distinct_pods_are_each_a_shape_of_their_own() -> None:
+    shape = workload("basic")
+    alike = make_pods(shape, 3)
+    assert len({msgspec.json.encode((p.metadata.labels, p.spec)) for p in alike}) == 1
+    distinct = make_pods(shape, 3, distinct=True)
+    assert [p.metadata.labels for p in distinct] == [{DISTINCT_LABEL: str(i)} for i in range(3)]
+    # The spread pods keep the labels their selectors match.
+    (spread, *_) = make_pods(workload("spread"), 1, distinct=True)
+    assert spread.metadata.labels == {"color": "blue", DISTINCT_LABEL: "0"}
+    r = run_core(nodes=20, pods=100, distinct=True)
+    assert (r.scheduled, r.overcommitted_nodes, r.distinct) == (100, 0, True)
+    assert r.to_json()["distinct"] is True
 
 
 def test_unknown_profile() -> None:

@@ -112,6 +112,8 @@ def test_spread_is_topology_spreading_with_anti_affinity() -> None:
 #: scheduler_perf v1.34.4: (nodes, init pods, measured pods, threshold) of each workload.
 UPSTREAM_SIZES = {
     "SchedulingBasic/5000Nodes_10000Pods": (5000, 1000, 10000, 270),
+    "SchedulingBasic/5000Nodes_50000Pods": (5000, 5000, 50000, None),
+    "SchedulingDaemonset/15000Nodes": (15001, 0, 30000, 390),
     "SchedulingPodAntiAffinity/5000Nodes_2000Pods": (5000, 1000, 2000, 60),
     "TopologySpreading/5000Nodes_5000Pods": (5000, 5000, 5000, 85),
     "SchedulingNodeAffinity/5000Nodes_10000Pods": (5000, 5000, 10000, 220),
@@ -123,8 +125,12 @@ UPSTREAM_SIZES = {
 
 def test_upstream_workloads_by_name_with_their_sizes_and_thresholds() -> None:
     assert set(UPSTREAM) == set(UPSTREAM_SIZES)
-    # `all` leaves out the one that does not fit in the hour.
-    assert set(ALL) == set(UPSTREAM) - {"SchedulingWhileGated/1Node_10000GatedPods"}
+    # `all` leaves out the ones that do not fit in the hour.
+    assert set(ALL) == set(UPSTREAM) - {
+        "SchedulingWhileGated/1Node_10000GatedPods",
+        "SchedulingDaemonset/15000Nodes",
+        "SchedulingBasic/5000Nodes_50000Pods",
+    }
     for name, sizes in UPSTREAM_SIZES.items():
         w = workload(name)
         assert (w.nodes, w.init_pods, w.measured_pods, w.threshold) == sizes, name
@@ -188,6 +194,34 @@ def test_unschedulable_churns_pods_that_fit_no_node() -> None:
         == 9000
         > node_allocatable(msgspec.convert(w.make_node(0), Node))["cpu"]
     )
+
+
+@pytest.mark.parametrize("nodes", [None, 1, 7])
+def test_daemonset_pods_all_name_the_one_big_node(nodes: int | None) -> None:
+    """upstream: one node-with-name every daemonset-pod names by matchFields metadata.name, and
+    15,000 node-default nodes that NodeAffinity's PreFilter rules out; at any size."""
+    w = workload("SchedulingDaemonset/15000Nodes")
+    n, init, measured = w.sizes(nodes, None, 20)
+    assert (init, measured) == (0, 20)
+    node_objs = [msgspec.convert(w.make_node(i), Node) for i in range(n)]
+    big, *others = node_objs
+    assert node_allocatable(big) == {"cpu": 4000, "memory": 32 << 30, "pods": 90000}
+    assert all(node_allocatable(o)["pods"] == 110 for o in others)
+    for i, p in enumerate(pods_of(w.name)):
+        assert pod_requests(p) == {}
+        assert p.spec.affinity is not None
+        assert p.spec.affinity.node_affinity is not None
+        required = p.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution
+        assert required is not None
+        (term,) = required.node_selector_terms
+        assert not term.match_expressions
+        (field,) = term.match_fields
+        assert (field.key, field.operator, field.values) == ("metadata.name", "In", ["node-00000"])
+        assert [o.metadata.name for o in node_objs if constraint_violation(p, o) is None] == [
+            big.metadata.name
+        ], i
+    # Every measured pod fits on the one node.
+    assert w.measured_pods < node_allocatable(big)["pods"]
 
 
 def test_while_gated_init_pods_are_gated_and_never_bound() -> None:

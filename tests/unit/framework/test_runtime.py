@@ -95,7 +95,7 @@ class OnlyNamed(PreFilterPlugin):
         want = pod.metadata.annotations.get("only")
         if want is None:
             return None, Status(Code.SKIP)
-        return PreFilterResult({want} if want else set()), None
+        return PreFilterResult(set(want.split(",")) if want else set()), None
 
 
 class ByIndex(ScorePlugin):
@@ -271,6 +271,20 @@ def test_prefilter_result_narrows_and_skip_is_honoured() -> None:
     with pytest.raises(FitError) as e:
         fw.schedule_pod(CycleState(), make_pod("r", annotations={"only": ""}))
     assert str(e.value) == "0/4 nodes are available: node(s) didn't satisfy plugin OnlyNamed."
+
+
+def test_prefilter_result_of_several_names_keeps_the_node_order() -> None:
+    s = cluster()
+    fw = framework(s, preFilter=[("OnlyNamed", 1)], score=[("ByIndex", 1)])
+    result = fw.schedule_pod(CycleState(), make_pod("p", annotations={"only": "n3,ghost,n1"}))
+    names = s.table.names
+    # The named nodes that exist, in slot order; the others are ruled out as absent.
+    assert [names[x] for x in result.feasible_slots.tolist()] == ["n1", "n3"]
+    assert result.suggested_host == "n3"
+    (absent,) = result.diagnosis.groups
+    assert [names[x] for x in absent.slots.tolist()] == ["n2", "n4"]
+    assert absent.status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert result.evaluated_nodes == 4
 
 
 def test_filter_error_aborts() -> None:

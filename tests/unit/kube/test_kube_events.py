@@ -220,6 +220,35 @@ async def test_a_caller_that_waits_for_room_loses_no_event() -> None:
     assert len(server.requests) == 20
 
 
+async def test_each_place_freed_wakes_one_waiting_caller() -> None:
+    """A backlog of callers waiting for room costs each of them a wake-up or two, not one per
+    event written before its turn (quadratic: 30,000 bindings waiting stalled the recorder)."""
+    server, clock = EventServer(), Clock()
+    recorder = _recorder(server, clock, queue_size=1, workers=1)
+    checks = 0
+    full = recorder._queue.full
+
+    def counting_full() -> bool:
+        nonlocal checks
+        checks += 1
+        return full()
+
+    recorder._queue.full = counting_full  # type: ignore[method-assign]
+    recorder.start()
+    waiting = 300
+
+    async def record(i: int) -> None:
+        await recorder.room()
+        recorder.event(
+            _pod(f"p{i}", f"u{i}"), type="Normal", reason="Scheduled", action="Binding", note="n"
+        )
+
+    await asyncio.gather(*(record(i) for i in range(waiting)))
+    await recorder.aclose()
+    assert (recorder.dropped, len(server.requests)) == (0, waiting)
+    assert checks < 4 * waiting
+
+
 async def test_while_writes_fail_waiting_stops_and_events_are_dropped() -> None:
     def handler(request: Request) -> Response:
         return error_response(503, "ServiceUnavailable", "etcd is down")
