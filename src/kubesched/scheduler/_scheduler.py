@@ -58,6 +58,12 @@ PLUGIN_METRICS_SAMPLE_PERCENT = 10
 #: its own; here a turn of the event loop per pod would cost about a sixth of the loop, while a
 #: millisecond delays an event or a binding's start by no more than that.
 YIELD_EVERY_S = 0.001
+#: Binding cycles past Permit at once; the scheduling loop waits for one to end beyond that.
+#: kube-scheduler starts a goroutine per binding and bounds nothing, but each cycle holds its
+#: pod, state and task until the API server has bound the pod and its event is queued: a
+#: backlog decided far faster than it is bound (30,000 DaemonSet pods in seconds) held them
+#: all, 1.3 GB. A thousand keep the client's connections busy many times over.
+MAX_BINDING_CYCLES = 1000
 
 
 class ClusterWriter(Protocol):
@@ -119,6 +125,10 @@ class Scheduler:
         # Binding cycles in flight, by pod UID (a pod has one at a time: it is assumed until its
         # cycle ends, and an assumed pod is not scheduled again).
         self._binding: dict[str, asyncio.Task[None]] = {}
+        # Of those, the ones past Permit (see MAX_BINDING_CYCLES); set while below the bound.
+        self._binding_now = 0
+        self._room = asyncio.Event()
+        self._room.set()
         # Seeded: which cycles are timed does not change between runs.
         self._sample = random.Random(0)
         self._stopping = False
@@ -217,6 +227,10 @@ class Scheduler:
                     break
                 yield_at = clock() + YIELD_EVERY_S
             self.schedule_one(qpi)
+            while self._binding_now >= MAX_BINDING_CYCLES and not self._stopping:
+                self._room.clear()
+                await self._room.wait()
+                yield_at = clock() + YIELD_EVERY_S
             if clock() >= yield_at:
                 # Let informer events and binding cycles in.
                 await asyncio.sleep(0)
@@ -236,6 +250,7 @@ class Scheduler:
     def stop(self) -> None:
         self._stopping = True
         self.queue.close()
+        self._room.set()
 
     def schedule_one(self, qpi: QueuedPodInfo) -> Outcome:
         """One scheduling cycle for ``qpi``; the binding cycle is started as a task."""
@@ -302,6 +317,8 @@ class Scheduler:
         state.end_scheduling_cycle()
         # The task leaves ``_binding`` itself when it ends (a done callback would cost a turn of
         # the event loop per pod).
+        if not waiting:
+            self._binding_now += 1
         self._binding[pod.metadata.uid] = asyncio.get_running_loop().create_task(
             self._binding_cycle(fwk, state, qpi, host, start, waiting)
         )
@@ -319,9 +336,15 @@ class Scheduler:
         """``waiting``: a Permit plugin asked the pod to wait; it waits here to be allowed."""
         pod = qpi.pod
         metrics = self.metrics
+        counted = not waiting
         try:
             try:
                 status = await fwk.wait_on_permit(pod) if waiting else None
+                if waiting and status is None:
+                    # Allowed: from here on it counts against the bound. Pods waiting at
+                    # Permit do not, or a gang's members could never all be scheduled.
+                    self._binding_now += 1
+                    counted = True
                 # Without PreBind plugins there is nothing to await before Bind.
                 if status is None and fwk.pre_bind_plugins:
                     status = await fwk.run_pre_bind(state, pod, host)
@@ -350,6 +373,9 @@ class Scheduler:
         finally:
             # Its own task leaves the binding cycles in flight (see :meth:`drain`).
             self._binding.pop(pod.metadata.uid, None)
+            if counted:
+                self._binding_now -= 1
+                self._room.set()
 
     def _binding_failed(
         self,

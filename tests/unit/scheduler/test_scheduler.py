@@ -6,6 +6,7 @@ import asyncio
 import random
 
 import msgspec
+import pytest
 
 from builders import make_node, make_pod
 from kubesched.api import Node
@@ -14,6 +15,7 @@ from kubesched.config import default_config
 from kubesched.framework import Snapshot, build_frameworks
 from kubesched.plugins import default_registry
 from kubesched.scheduler import Cache, Scheduler, SchedulerMetrics, SchedulingQueue
+from kubesched.scheduler import _scheduler as scheduler_module
 
 
 class _Writer:
@@ -153,5 +155,40 @@ def test_an_undecodable_object_retries_the_waiting_pods_and_is_counted() -> None
             "kubesched_undecodable_objects_total", {"resource": "Node"}
         )
         assert counted == 1
+
+    asyncio.run(main())
+
+
+def test_the_loop_waits_while_the_binding_cycles_in_flight_are_at_their_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(scheduler_module, "MAX_BINDING_CYCLES", 2)
+
+    async def main() -> None:
+        cluster = MemoryCluster()
+        scheduler = _scheduler(cluster)
+        gate = asyncio.Event()
+        bind = cluster.bind
+
+        async def slow_bind(namespace: str, name: str, uid: str, node: str) -> None:
+            await gate.wait()
+            await bind(namespace, name, uid, node)
+
+        monkeypatch.setattr(cluster, "bind", slow_bind)
+        for i in range(5):
+            _add_pod(cluster, scheduler, f"p{i}")
+        loop = asyncio.create_task(scheduler.run())
+        await asyncio.sleep(0.05)
+        # Two bindings wait on the API; the other three pods wait in the queue, not assumed.
+        assert len(scheduler._binding) == 2
+        assert len(scheduler.queue) == 3
+        gate.set()
+        for _ in range(100):
+            if cluster.bound == 5:
+                break
+            await asyncio.sleep(0.01)
+        assert cluster.bound == 5
+        scheduler.stop()
+        await asyncio.wait_for(loop, timeout=5)
 
     asyncio.run(main())
