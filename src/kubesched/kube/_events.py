@@ -175,6 +175,12 @@ _Key = tuple[str, str, str, str, ObjectReference, ObjectReference | None]
 _Item = tuple[Literal["create"], EventV1] | tuple[Literal["series"], _Entry]
 
 
+#: Events written at once. kube-scheduler writes each event in a goroutine of its own; with a
+#: handful of writers here, a scheduler binding a backlog waits on its events' round trips
+#: (binding cycles end once their event is queued).
+WORKERS = 32
+
+
 class EventRecorder:
     """Records ``events.k8s.io/v1`` Events in the background, aggregating repeats into series.
 
@@ -193,7 +199,7 @@ class EventRecorder:
         reporting_controller: str = "default-scheduler",
         reporting_instance: str | None = None,
         queue_size: int = 1000,
-        workers: int = 8,
+        workers: int = WORKERS,
         max_cached: int = 4096,
         finish_after: float = 360.0,
         refresh_every: float = 1800.0,
