@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from kubesched.bench import E2EResult
 
@@ -29,23 +30,24 @@ REQUIRED = {
 }
 
 
-def test_small_workload_both_schedulers(tmp_path: Path) -> None:
-    plot = tmp_path / "throughput.png"
-    argv = [
-        sys.executable,
-        "-c",
-        "from kubesched.cli import main; main()",
-        "bench",
-        "e2e",
-        "--workload=small",
-        "--scheduler=both",
-        "-o",
-        "json",
-        f"--plot={plot}",
-    ]
+def bench_e2e(*options: str) -> tuple[dict[str, Any], str]:
+    """``kubesched bench e2e OPTIONS -o json`` in a process of its own: the JSON document and
+    what went to stderr (the progress)."""
+    argv = [sys.executable, "-c", "from kubesched.cli import main; main()", "bench", "e2e"]
+    argv += [*options, "-o", "json"]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-4000:]
-    document = json.loads(done.stdout)
+    document: dict[str, Any] = json.loads(done.stdout)
+    return document, done.stderr
+
+
+def test_small_workload_both_schedulers(tmp_path: Path) -> None:
+    plot = tmp_path / "throughput.png"
+    document, stderr = bench_e2e(
+        "--workload=small",
+        "--scheduler=both",
+        f"--plot={plot}",
+    )
     results = document["results"]
     assert [r["scheduler"] for r in results] == ["kubesched", "kube-scheduler", "binder"]
     *schedulers, binder = results
@@ -75,30 +77,20 @@ def test_small_workload_both_schedulers(tmp_path: Path) -> None:
     assert set(comparison["of_ceiling"]) == {"kubesched", "kube-scheduler"}
     assert plot.read_bytes()[:4] == b"\x89PNG"
     # Progress went to stderr, one bar per phase and scheduler.
-    assert "[kubesched] measured pods bound" in done.stderr
-    assert "[kube-scheduler] measured pods bound" in done.stderr
-    assert "[binder] measured pods bound" in done.stderr
+    assert "[kubesched] measured pods bound" in stderr
+    assert "[kube-scheduler] measured pods bound" in stderr
+    assert "[binder] measured pods bound" in stderr
 
 
 def test_backlog_arrival() -> None:
     """Every measured pod exists before the scheduler starts; all are bound, each with its
-    event, and the throughput counts from the first binding."""
-    argv = [
-        sys.executable,
-        "-c",
-        "from kubesched.cli import main; main()",
-        "bench",
-        "e2e",
+    event, and the throughput counts from the scheduler's launch."""
+    document, stderr = bench_e2e(
         "--workload=small",
         "--scheduler=kubesched",
         "--no-ceiling",
         "--arrival=backlog",
-        "-o",
-        "json",
-    ]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stderr[-4000:]
-    document = json.loads(done.stdout)
+    )
     assert document["arrival"] == "backlog"
     [r] = document["results"]
     assert r["arrival"] == "backlog"
@@ -107,29 +99,19 @@ def test_backlog_arrival() -> None:
     assert r["startup_s"] > 0
     assert r["throughput_pods_per_s"] > 0
     # The pods were all created before the scheduler started.
-    assert "creating 500 pods before the scheduler starts" in done.stderr
+    assert "creating 500 pods before the scheduler starts" in stderr
 
 
 def test_preemption_basic_by_its_upstream_name() -> None:
     """PreemptionBasic at upstream's integration size (5 nodes, 20 low-priority init pods, 5
     high-priority measured pods): each measured pod is bound once three victims are deleted,
     with no node over-committed, for both schedulers."""
-    argv = [
-        sys.executable,
-        "-c",
-        "from kubesched.cli import main; main()",
-        "bench",
-        "e2e",
+    document, _ = bench_e2e(
         "--workload=PreemptionBasic/1000Nodes",
         "--nodes=5",
         "--pods=5",
         "--no-ceiling",
-        "-o",
-        "json",
-    ]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stderr[-4000:]
-    document = json.loads(done.stdout)
+    )
     assert [r["scheduler"] for r in document["results"]] == ["kubesched", "kube-scheduler"]
     for r in document["results"]:
         assert r["workload"] == "PreemptionBasic/1000Nodes"
@@ -145,23 +127,13 @@ def test_scheduling_daemonset_by_its_upstream_name() -> None:
     """SchedulingDaemonset at upstream's integration size (the named node and 5 others, 10
     pods): both schedulers bind every pod to the node its required node affinity names by
     ``metadata.name``, the others being ruled out at PreFilter."""
-    argv = [
-        sys.executable,
-        "-c",
-        "from kubesched.cli import main; main()",
-        "bench",
-        "e2e",
+    document, _ = bench_e2e(
         "--workload=SchedulingDaemonset/15000Nodes",
         "--nodes=6",
         "--pods=10",
         "--arrival=backlog",
         "--no-ceiling",
-        "-o",
-        "json",
-    ]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stderr[-4000:]
-    document = json.loads(done.stdout)
+    )
     assert [r["scheduler"] for r in document["results"]] == ["kubesched", "kube-scheduler"]
     for r in document["results"]:
         assert (r["nodes"], r["init_pods"], r["measured_pods"]) == (6, 0, 10)
