@@ -496,7 +496,7 @@ class FilterPlugin(Plugin):
         """The verdict on one node: through the per-node form where the plugin has one (on one
         node that costs less than numpy's calls), else the vectorized form on that node. Not
         for plugins to override: the runtime's per-node path calls it."""
-        if type(self).filter is not FilterPlugin.filter:
+        if has_per_node_filter(self):
             return self.filter(state, pod, node)
         verdict = self.filter_nodes(
             state, pod, Nodes(self.handle.snapshot, np.array([node.slot], dtype=np.int64))
@@ -616,6 +616,12 @@ def watched_kinds(plugins: Iterable[Plugin | type[Plugin]]) -> list[WatchedKind]
 
 def has_normalize_score(plugin: ScorePlugin) -> bool:
     return type(plugin).normalize_score is not ScorePlugin.normalize_score
+
+
+def has_per_node_filter(plugin: FilterPlugin) -> bool:
+    """Whether the plugin judges one node by its NodeInfo (``filter``), not only all nodes at
+    once through the table (``filter_nodes``)."""
+    return type(plugin).filter is not FilterPlugin.filter
 
 
 def node_for(node: NodeInfo) -> Node:

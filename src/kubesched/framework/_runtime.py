@@ -57,6 +57,7 @@ from kubesched.framework._interface import (
     SortKeyFn,
     WatchedKind,
     extension_points_of,
+    has_per_node_filter,
     watched_kinds,
 )
 from kubesched.framework._metrics import Metrics
@@ -234,9 +235,7 @@ class Framework:
         )
         # A dry run on one node asks each Filter plugin about that node alone: plugins with a
         # per-node form read its NodeInfo, the others (vectorized only) its table row.
-        self._trials_need_rows = any(
-            type(p).filter is FilterPlugin.filter for p in self.filter_plugins
-        )
+        self._trials_need_rows = any(not has_per_node_filter(p) for p in self.filter_plugins)
         self._equivalence = EquivalenceCache(snapshot)
         self._filter_plans = _Plans(self._make_filter_plan)
         self._score_plans = _Plans(self._make_score_plan)
