@@ -184,6 +184,13 @@ class Handle(Protocol):
         of equal or higher priority counted too (and, if that passes, without them)."""
         ...
 
+    def node_verdict_key(self, state: CycleState, pod: Pod) -> Hashable | None:
+        """When every active Filter plugin judges a node by that node alone: a key for all else
+        their verdicts read (the pod's shape, the active plugins, cluster-wide values). A node
+        with the same Node object and pods, the same pods nominated there and an equal key gets
+        the same verdicts. ``None`` when a verdict may depend on other nodes."""
+        ...
+
     async def preempt_pod(self, preemptor: Pod, victim: Pod, node: str, plugin: str) -> None:
         """Evict ``victim`` for ``preemptor`` (a victim waiting at Permit is rejected instead)
         and record the ``Preempted`` event."""

@@ -11,25 +11,31 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-from kubesched.api import Pod
+from kubesched.api import Node, Pod
 from kubesched.config import format_duration
 from kubesched.framework._cycle_state import CycleState
 from kubesched.framework._diagnosis import Diagnosis, FitError, NodeGroup
-from kubesched.framework._equivalence import EquivalenceCache, Filtered
+from kubesched.framework._equivalence import EquivalenceCache, Filtered, pod_shape
 from kubesched.framework._errors import (
     FilterError,
     NoNodesAvailableError,
     ProfileError,
     ScoreError,
 )
-from kubesched.framework._filtering import FilterPlan, PerNode, Vectorized, filter_in_order
+from kubesched.framework._filtering import (
+    PER_NODE_AT_MOST,
+    FilterPlan,
+    PerNode,
+    Vectorized,
+    filter_in_order,
+)
 from kubesched.framework._interface import (
     APIClient,
     BindPlugin,
@@ -88,6 +94,16 @@ class ScheduleResult:
     plugin_scores: dict[str, IntArray]
     totals: IntArray
     diagnosis: Diagnosis
+
+
+@dataclass(slots=True, frozen=True)
+class _Verdict:
+    """A node's Filter verdict with its nominated pods counted, and what it depended on."""
+
+    key: Hashable
+    nominated: tuple[PodInfo, ...]
+    content: tuple[Node | PodInfo | None, ...]
+    status: Status | None
 
 
 @dataclass(slots=True)
@@ -236,6 +252,15 @@ class Framework:
         # A dry run on one node asks each Filter plugin about that node alone: plugins with a
         # per-node form read its NodeInfo, the others (vectorized only) its table row.
         self._trials_need_rows = any(not has_per_node_filter(p) for p in self.filter_plugins)
+        #: Node name -> its last verdict with its nominated pods counted.
+        self._with_nominated: dict[str, _Verdict] = {}
+        #: PreFilter plugins whose state follows pods added to or removed from a node.
+        self._pre_filter_extended = [
+            p.name
+            for p in self.pre_filter_plugins
+            if type(p).add_pod is not PreFilterPlugin.add_pod
+            or type(p).remove_pod is not PreFilterPlugin.remove_pod
+        ]
         self._equivalence = EquivalenceCache(snapshot)
         self._filter_plans = _Plans(self._make_filter_plan)
         self._score_plans = _Plans(self._make_score_plan)
@@ -297,6 +322,13 @@ class Framework:
 
     def trial(self, node_name: str) -> AbstractContextManager[NodeTrial]:
         return self._snapshot.trial(node_name, rows=self._trials_need_rows)
+
+    def node_verdict_key(self, state: CycleState, pod: Pod) -> Hashable | None:
+        if not self._nodes_judged_apart(state):
+            return None
+        plan = self._filter_plans.of(state.skip_filter_plugins)
+        shape = pod_shape(state.pod_info_of(pod))
+        return (shape, plan, *[p.node_local_epoch() for p in plan.epochs])
 
     async def preempt_pod(self, preemptor: Pod, victim: Pod, node: str, plugin: str) -> None:
         """``PreemptPod``: a victim waiting at Permit is rejected; any other is evicted by the
@@ -483,7 +515,7 @@ class Framework:
         higher priority are nominated: with those pods counted. Nodes failing it get its status
         and leave ``slots``; the others go on to the ordinary pass (without them)."""
         assert self._nominator is not None
-        failed: list[int] = []
+        work: list[tuple[NodeInfo, list[PodInfo]]] = []
         candidates: set[int] | None = None
         for name in self._nominator.nominated_nodes():
             info = self._snapshot.get(name)
@@ -494,18 +526,88 @@ class Framework:
             if info.slot not in candidates:
                 continue
             nominated = self._ge_nominated_pods(pod, name)
-            if not nominated:
-                continue
-            status = self._run_filter_plugins_with(state, pod, info, nominated)
-            if status is None:
-                continue
-            if status.code == Code.ERROR:
-                raise FilterError(status.plugin, status)
-            diagnosis.add(NodeGroup(np.array([info.slot], dtype=np.int64), status))
-            failed.append(info.slot)
+            if nominated:
+                work.append((info, nominated))
+        if not work:
+            return slots
+        key = self.node_verdict_key(state, pod) if len(work) > PER_NODE_AT_MOST else None
+        failed: list[int] = []
+        if key is None:
+            for info, nominated in work:
+                status = self._run_filter_plugins_with(state, pod, info, nominated)
+                if status is None:
+                    continue
+                if status.code == Code.ERROR:
+                    raise FilterError(status.plugin, status)
+                diagnosis.add(NodeGroup(np.array([info.slot], dtype=np.int64), status))
+                failed.append(info.slot)
+        else:
+            by_status: dict[int, tuple[Status, list[int]]] = {}
+            for info, status in self._with_nominated_verdicts(state, pod, key, work):
+                if status is not None:
+                    by_status.setdefault(id(status), (status, []))[1].append(info.slot)
+            for status, failed_slots in by_status.values():
+                diagnosis.add(NodeGroup(np.array(failed_slots, dtype=np.int64), status))
+                failed.extend(failed_slots)
         if failed:
             slots = slots[~np.isin(slots, failed)]
         return slots
+
+    def _nodes_judged_apart(self, state: CycleState) -> bool:
+        """Whether what-if changes of several nodes can be judged in one pass: every active
+        Filter plugin is node-local and no active PreFilter plugin follows added or removed
+        pods in its state, so one node's change cannot reach another node's verdict."""
+        if not self._filter_plans.of(state.skip_filter_plugins).local:
+            return False
+        skip = state.skip_filter_plugins
+        return all(name in skip for name in self._pre_filter_extended)
+
+    def _with_nominated_verdicts(
+        self,
+        state: CycleState,
+        pod: Pod,
+        key: Hashable,
+        work: Sequence[tuple[NodeInfo, list[PodInfo]]],
+    ) -> list[tuple[NodeInfo, Status | None]]:
+        """Each node's verdict with its nominated pods counted, given :meth:`node_verdict_key`:
+        kept from an earlier cycle for a node with the same Node object, pods and nominated
+        pods under an equal key (nominated pods stay for many cycles while their victims go),
+        the others judged in one vectorized pass."""
+        out: list[tuple[NodeInfo, Status | None]] = []
+        fresh: list[tuple[NodeInfo, list[PodInfo]]] = []
+        kept_verdicts = self._with_nominated
+        for info, nominated in work:
+            kept = kept_verdicts.get(info.name)
+            if (
+                kept is not None
+                and kept.key == key
+                and kept.nominated == tuple(nominated)
+                and kept.content == (info.node, *info.pods.values())
+            ):
+                out.append((info, kept.status))
+            else:
+                fresh.append((info, nominated))
+        if not fresh:
+            return out
+        plugins = self._filter_plans.of(state.skip_filter_plugins).calls(state)
+        if len(kept_verdicts) > 2 * len(self._snapshot):
+            kept_verdicts.clear()
+        with self._snapshot.trials(info for info, _ in fresh) as trials:
+            for trial, (_, nominated) in zip(trials, fresh, strict=True):
+                for pi in nominated:
+                    trial.add_pod(pi)
+            form = Vectorized(self._snapshot, np.array(sorted(i.slot for i, _ in fresh)))
+            try:
+                rejected = filter_in_order(state, pod, plugins, form)
+            except FilterError as e:
+                raise FilterError(e.plugin, _filter_error(e)) from e
+        verdicts = {slot: status for slots, status in rejected for slot in slots.tolist()}
+        for info, nominated in fresh:
+            status = verdicts.get(info.slot)
+            content = (info.node, *info.pods.values())
+            kept_verdicts[info.name] = _Verdict(key, tuple(nominated), content, status)
+            out.append((info, status))
+        return out
 
     def _ge_nominated_pods(self, pod: Pod, node_name: str) -> list[PodInfo]:
         """The pods nominated to ``node_name`` with at least ``pod``'s priority, ``pod`` itself

@@ -16,7 +16,7 @@ name. A front end that does not feed them leaves those features inert.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from kubesched.api import LabelSelector, Node, node_allocatable
 from kubesched.framework._node_info import NodeInfo, PodInfo
@@ -118,6 +118,19 @@ class Snapshot:
             yield trial
         finally:
             trial.undo(order)
+
+    @contextlib.contextmanager
+    def trials(self, nodes: Iterable[NodeInfo]) -> Iterator[list[NodeTrial]]:
+        """:meth:`trial` on several nodes at once, table rows included: what-if changes of
+        different nodes that one vectorized Filter pass then judges together."""
+        started: list[tuple[NodeTrial, list[str]]] = []
+        try:
+            for info in nodes:
+                started.append((NodeTrial(self, info, rows=True), list(info.pods)))
+            yield [t for t, _ in started]
+        finally:
+            for t, order in reversed(started):
+                t.undo(order)
 
     # -- nodes ------------------------------------------------------------------------------
 

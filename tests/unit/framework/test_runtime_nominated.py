@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, ClassVar
 
 import msgspec
 import numpy as np
@@ -506,3 +506,158 @@ def test_a_trial_without_rows_changes_the_node_info_only() -> None:
     info = s.get("n1")
     assert info is not None
     assert info.requested["cpu"] == 500
+
+
+def test_trials_change_several_nodes_rows_included_and_undo_them_all() -> None:
+    s = cluster()
+    a, b = (PodInfo.of(make_pod(n, cpu="500m")) for n in "ab")
+    s.add_pod(a, "n1")
+    cpu = s.table.resource_index["cpu"]
+    n1, n2 = s.get("n1"), s.get("n2")
+    assert n1 is not None
+    assert n2 is not None
+    extra = PodInfo.of(make_pod("extra", cpu="250m"))
+    with s.trials([n1, n2]) as (t1, t2):
+        t1.remove_pod(a)
+        t1.add_pod(b)
+        t2.add_pod(extra)
+        assert s.table.requested[n1.slot, cpu] == 500
+        assert s.table.requested[n2.slot, cpu] == 250
+        assert list(n1.pods) == [b.uid]
+    assert list(n1.pods) == [a.uid]
+    assert not n2.pods
+    assert s.table.requested[n1.slot, cpu] == 500
+    assert s.table.requested[n2.slot, cpu] == 0
+
+
+class LocalCpuFit(CpuFit):
+    """CpuFit, declared to judge each node by that node alone."""
+
+    name = "LocalCpuFit"
+    node_local = True
+
+
+class LocalMemoryRow(FilterPlugin):
+    """Vectorized only, from the table: the pod's memory request must fit in the row."""
+
+    name = "LocalMemoryRow"
+    node_local = True
+
+    def filter_nodes(self, state: CycleState, pod: Pod, nodes: Nodes) -> NodeStatuses:
+        t = self.handle.snapshot.table
+        mem = t.resource_index["memory"]
+        want = PodInfo.of(pod).requests.get("memory", 0)
+        left = t.allocatable[nodes.slots, mem] - t.requested[nodes.slots, mem]
+        return NodeStatuses.from_mask(
+            left < want, Status(Code.UNSCHEDULABLE, "Insufficient memory")
+        )
+
+
+class Counted(LocalMemoryRow):
+    """LocalMemoryRow, counting the nodes it is asked about."""
+
+    name = "Counted"
+    asked: ClassVar[list[int]] = []
+
+    def filter_nodes(self, state: CycleState, pod: Pod, nodes: Nodes) -> NodeStatuses:
+        self.asked.append(len(nodes))
+        return super().filter_nodes(state, pod, nodes)
+
+
+def _two_forms(s: Snapshot, *, local: bool) -> Framework:
+    registry = Registry(
+        {p.name: p for p in (Sort, Binder, CpuFit, LocalCpuFit, LocalMemoryRow, Counted)}
+    )
+    first = "LocalCpuFit" if local else "CpuFit"
+    return Framework(
+        profile_name="test",
+        registry=registry,
+        plugins={
+            "queueSort": [("Sort", 1)],
+            "bind": [("Binder", 1)],
+            "filter": [(first, 1), ("LocalMemoryRow", 1)],
+        },
+        snapshot=s,
+    )
+
+
+def test_nominated_pods_on_many_nodes_are_judged_in_one_pass_as_one_by_one() -> None:
+    """With node-local plugins only, the nodes with nominated pods are judged together (each
+    with its own nominated pods counted, rows included): the same verdicts as node by node."""
+    rng = random.Random(7)
+    s = Snapshot()
+    for i in range(40):
+        s.set_node(make_node(f"n{i}", cpu="4", memory="4Gi"))
+        for j in range(rng.randrange(3)):
+            cpu, mem = rng.choice(["500m", "1", "2"]), rng.choice(["512Mi", "1Gi", "2Gi"])
+            s.add_pod(PodInfo.of(make_pod(f"p{i}-{j}", cpu=cpu, memory=mem)), f"n{i}")
+    nominator = Nominator()
+    for i in rng.sample(range(40), 24):
+        cpu, mem = rng.choice(["500m", "1", "2"]), rng.choice(["512Mi", "1Gi", "2Gi"])
+        nom = make_pod(f"nom{i}", cpu=cpu, memory=mem, priority=rng.choice([5, 10, 20]))
+        nominator.nominate(nom, f"n{i}")
+    pods = [
+        make_pod(
+            f"q{k}",
+            cpu=rng.choice(["500m", "1", "2"]),
+            memory=rng.choice(["512Mi", "1Gi", "2Gi"]),
+            priority=10,
+        )
+        for k in range(12)
+    ]
+    table = s.table.requested.copy()
+    outcomes = []
+    for local in (True, False):
+        fw = _two_forms(s, local=local)
+        fw.set_pod_nominator(nominator)
+        got = []
+        for p in pods:
+            feasible, diagnosis = fw.find_nodes_that_fit(CycleState(), p)
+            statuses = {
+                n: (st.plugin.removeprefix("Local"), st.reasons)
+                for n, st in diagnosis.node_statuses(s).items()
+            }
+            got.append((feasible.slots.tolist(), statuses))
+        outcomes.append(got)
+    assert outcomes[0] == outcomes[1]
+    assert any(statuses for _, statuses in outcomes[0])
+    np.testing.assert_array_equal(s.table.requested, table)
+
+
+def test_a_kept_verdict_with_nominated_pods_stands_until_the_node_or_its_nominations_change() -> (
+    None
+):
+    s = Snapshot()
+    for i in range(12):
+        s.set_node(make_node(f"n{i}", cpu="2", memory="2Gi"))
+    fw = Framework(
+        profile_name="test",
+        registry=Registry({p.name: p for p in (Sort, Binder, Counted)}),
+        plugins={"queueSort": [("Sort", 1)], "bind": [("Binder", 1)], "filter": [("Counted", 1)]},
+        snapshot=s,
+    )
+    nominator = Nominator()
+    fw.set_pod_nominator(nominator)
+    for i in range(10):
+        nominator.nominate(make_pod(f"nom{i}", memory="1536Mi", priority=10), f"n{i}")
+    old = PodInfo.of(make_pod("old", memory="512Mi"))
+    s.add_pod(old, "n5")
+    every = {f"n{i}" for i in range(12)}
+
+    def fit() -> set[str]:
+        Counted.asked.clear()
+        p = make_pod("p", memory="512Mi", priority=10)
+        feasible, _ = fw.find_nodes_that_fit(CycleState(), p)
+        return {s.table.names[slot] for slot in feasible.slots.tolist()}
+
+    assert fit() == every - {"n5"}
+    assert Counted.asked == [10, 11]  # the ten with nominated pods together, then the rest
+    assert fit() == every - {"n5"}
+    assert Counted.asked == [11]  # the ten verdicts are kept
+    # One node's pods change, another's nominations, a third's pods without nominations: the
+    # first two are judged again with their nominated pods.
+    s.remove_pod(old.uid)
+    nominator.pods["n4"] = [PodInfo.of(make_pod("big", memory="2Gi", priority=10))]
+    s.add_pod(PodInfo.of(make_pod("busy", memory="2Gi")), "n10")
+    assert fit() == every - {"n4", "n10"}
+    assert Counted.asked == [2, 11]
