@@ -12,15 +12,16 @@ import asyncio
 import datetime
 import functools
 import logging
+import math
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from kubesched.api import Pod, PodDisruptionBudget, label_selector_matches
+from kubesched.api import Node, Pod, PodDisruptionBudget, label_selector_matches
 from kubesched.config import DefaultPreemptionArgs, decode_args
 from kubesched.framework import (
     ActionType,
@@ -192,6 +193,17 @@ def _aggregate(errors: Sequence[str]) -> str:
     return "[" + ", ".join(distinct) + "]"
 
 
+@dataclass(slots=True, frozen=True)
+class _DryRun:
+    """A dry run's outcome on a node and what it depended on."""
+
+    key: Hashable
+    content: tuple[Node | PodInfo | None, ...]
+    nominated: tuple[PodInfo, ...]
+    where: tuple[str | None, ...]
+    outcome: tuple[list[Pod], int, Status | None]
+
+
 class _DryRunError(Exception):
     def __init__(self, status: Status) -> None:
         super().__init__(status.message)
@@ -218,6 +230,15 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         self._tasks: set[asyncio.Task[None]] = set()
         #: Node name -> (NodeInfo, its generation, the lowest priority of its pods or None).
         self._lowest: dict[str, tuple[NodeInfo, int, int | None]] = {}
+        #: Node name -> its last dry run and what that depended on (see :meth:`_dry_run`).
+        self._dry_runs: dict[str, _DryRun] = {}
+        #: The PodDisruptionBudgets those dry runs split victims by (held: their ids are the key).
+        self._dry_runs_pdbs: list[PodDisruptionBudget] = []
+        # A customized evaluator may read anything: its dry runs are not reused.
+        self._reuse_dry_runs = all(
+            getattr(type(self), m) is getattr(DefaultPreemption, m)
+            for m in ("is_eligible_pod", "more_important_pod", "select_victims_on_node")
+        )
 
     # -- extension points ------------------------------------------------------------------------
 
@@ -366,6 +387,7 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         n = len(potential)
         priority = pod_priority(pod)
         no_victims = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_NO_VICTIMS)
+        key = self._dry_run_key(state, pod, pdbs)
         for i in range(n):
             info = potential[(offset + i) % n]
             lowest = self._lowest_priority(info)
@@ -375,13 +397,11 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
                 # What the dry run would find at once, without copying the state.
                 victims, num_violations, status = [], 0, no_victims
             else:
-                victims, num_violations, status = self.select_victims_on_node(
-                    state.clone(), pod, info, pdbs, clock
-                )
+                victims, num_violations, status = self._dry_run(state, pod, info, pdbs, clock, key)
             if status is None and victims:
                 found = non_violating if num_violations == 0 else violating
                 if len(found) < num_candidates:
-                    found.append(Candidate(info.name, Victims(victims, num_violations)))
+                    found.append(Candidate(info.name, Victims(list(victims), num_violations)))
                 if non_violating and len(non_violating) + len(violating) >= num_candidates:
                     break
                 continue
@@ -393,6 +413,66 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
                 errors.append(status.message)
             statuses[info.name] = status
         return non_violating + violating, statuses, errors
+
+    def _dry_run_key(
+        self, state: CycleState, pod: Pod, pdbs: Sequence[PodDisruptionBudget]
+    ) -> Hashable | None:
+        """What this pod's dry runs depend on besides each node, when an earlier dry run on an
+        unchanged node may stand for a new one: the Filter plugins judge each node alone (as
+        with ordinary pods), and the budgets are the ones the kept dry runs were split by (else
+        those are dropped)."""
+        if not self._reuse_dry_runs:
+            return None
+        key = self.handle.node_verdict_key(state, pod)
+        if key is None:
+            return None
+        kept = self._dry_runs_pdbs
+        if len(kept) != len(pdbs) or any(a is not b for a, b in zip(kept, pdbs, strict=False)):
+            self._dry_runs.clear()
+            self._dry_runs_pdbs = list(pdbs)
+        return key
+
+    def _dry_run(
+        self,
+        state: CycleState,
+        pod: Pod,
+        info: NodeInfo,
+        pdbs: Sequence[PodDisruptionBudget],
+        clock: float,
+        key: Hashable | None,
+    ) -> tuple[list[Pod], int, Status | None]:
+        """:meth:`select_victims_on_node`, or its outcome on this node for an equal ``key``
+        when the node has the same Node object and pods, and the same pods are nominated there
+        (counted nowhere else), since then. Most nodes are unchanged from one preemptor to the
+        next, and kube-scheduler's dry runs on all of them again dominated a preemption."""
+        if key is None:
+            return self.select_victims_on_node(state.clone(), pod, info, pdbs, clock)
+        handle, uid = self.handle, pod.metadata.uid
+        nominated = tuple(handle.nominated_pods_for_node(info.name))
+        if any(pi.uid == uid for pi in nominated):
+            # Its own nomination does not count for the pod itself, for other pods it does.
+            return self.select_victims_on_node(state.clone(), pod, info, pdbs, clock)
+        where = tuple(handle.snapshot.node_of_pod(pi.uid) for pi in nominated)
+        content = (info.node, *info.pods.values())
+        kept = self._dry_runs.get(info.name)
+        if (
+            kept is not None
+            and kept.key == key
+            and kept.content == content
+            and kept.nominated == nominated
+            and kept.where == where
+        ):
+            return kept.outcome
+        outcome = self.select_victims_on_node(state.clone(), pod, info, pdbs, clock)
+        status = outcome[2]
+        # Victims are ordered by start time, pods not started yet counting as started now:
+        # the order would change if a start time were still to come.
+        started = max((pod_start_time(pi.pod, -math.inf) for pi in info.pods.values()), default=0)
+        if (status is None or status.code != Code.ERROR) and started < clock:
+            if len(self._dry_runs) > 2 * len(handle.snapshot):
+                self._dry_runs.clear()
+            self._dry_runs[info.name] = _DryRun(key, content, nominated, where, outcome)
+        return outcome
 
     def select_victims_on_node(
         self,

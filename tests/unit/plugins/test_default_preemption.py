@@ -1199,3 +1199,91 @@ def test_nodes_without_lower_priority_pods_are_skipped_until_their_pods_change()
         PodInfo.of(pod("low", node_name="node1", priority=LOW, res=SMALL)), "node1"
     )
     assert env.dry_run(preemptor) == {"node1": (["low"], 0)}
+
+
+class _CountingDryRuns:
+    """Counts the dry runs ``plugin`` really makes, by node."""
+
+    def __init__(self, plugin: DefaultPreemption) -> None:
+        self.nodes: list[str] = []
+        inner = plugin.select_victims_on_node
+
+        def counted(
+            state: CycleState,
+            p: Pod,
+            info: NodeInfo,
+            pdbs: Sequence[PodDisruptionBudget],
+            now: float | None = None,
+        ) -> tuple[list[Pod], int, Status | None]:
+            self.nodes.append(info.name)
+            return inner(state, p, info, pdbs, now)
+
+        plugin.select_victims_on_node = counted  # type: ignore[method-assign]
+
+    def taken(self) -> list[str]:
+        out, self.nodes = sorted(self.nodes), []
+        return out
+
+
+def _three_nodes(extra: Sequence[str] = (), start: str | None = None) -> Env:
+    return Env(
+        [node(f"node{i}", LARGE) for i in (1, 2, 3)],
+        [
+            pod(f"low{i}", node_name=f"node{i}", priority=LOW, res=MEDIUM, start=start)
+            for i in (1, 2, 3)
+        ],
+        extra=extra,
+    )
+
+
+def test_a_dry_run_stands_for_the_next_on_a_node_unchanged_since() -> None:
+    """Preemptors alike find the same victims on a node whose pods, nominated pods and
+    budgets have not changed: the dry run there is not made again."""
+    env = _three_nodes()
+    counted = _CountingDryRuns(env.plugin)
+    want = {f"node{i}": ([f"low{i}"], 0) for i in (1, 2, 3)}
+    assert env.dry_run(pod("p1", priority=HIGH, res=MEDIUM)) == want
+    assert counted.taken() == ["node1", "node2", "node3"]
+    assert env.dry_run(pod("p2", priority=HIGH, res=MEDIUM)) == want
+    assert counted.taken() == []
+    # A node's pods change; a pod is nominated to another: those two are tried again.
+    env.snapshot.remove_pod("low1")
+    env.snapshot.add_pod(PodInfo.of(pod("new1", priority=LOW, res=MEDIUM)), "node1")
+    env.nominator.pods["node2"] = [PodInfo.of(pod("nom", priority=VERY_HIGH, res=MEDIUM))]
+    got = env.dry_run(pod("p3", priority=HIGH, res=MEDIUM))
+    assert counted.taken() == ["node1", "node2"]
+    assert got == {"node1": (["new1"], 0), "node3": (["low3"], 0)}
+    env.nominator.pods["node2"] = [PodInfo.of(pod("nom2", priority=VERY_HIGH, res=SMALL))]
+    got = env.dry_run(pod("p3b", priority=HIGH, res=MEDIUM))
+    assert counted.taken() == ["node2"]
+    assert got == {"node1": (["new1"], 0), "node2": (["low2"], 0), "node3": (["low3"], 0)}
+    # Other budgets: every node is tried again.
+    env.pdbs = [pdb({"app": "x"}, 1)]
+    env.dry_run(pod("p4", priority=HIGH, res=MEDIUM))
+    assert counted.taken() == ["node1", "node2", "node3"]
+    # A pod of another shape: its own dry runs.
+    env.dry_run(pod("p5", priority=VERY_HIGH, res=MEDIUM))
+    assert counted.taken() == ["node1", "node2", "node3"]
+
+
+class _Customized(DefaultPreemption):
+    def more_important_pod(self, a: Pod, b: Pod, now: float) -> bool:
+        return a.metadata.name < b.metadata.name
+
+
+@pytest.mark.parametrize("why", ["customized", "extensions", "future start"])
+def test_dry_runs_are_made_each_time_when_an_earlier_one_may_not_stand(why: str) -> None:
+    """A customized evaluator may read anything; a PreFilter plugin following removed pods may
+    carry one node's dry run into another's verdict; a start time still to come would order
+    the victims otherwise later."""
+    env = _three_nodes(
+        extra=[RemovePodFails.name] if why == "extensions" else (),
+        # Env's dry runs happen at time 0: any start time is still to come.
+        start=EPOCH[1] if why == "future start" else None,
+    )
+    if why == "customized":
+        env.plugin = _Customized(env.fw)
+    counted = _CountingDryRuns(env.plugin)
+    for name in ("p1", "p2"):
+        env.dry_run(pod(name, priority=HIGH, res=MEDIUM))
+        assert counted.taken() == ["node1", "node2", "node3"]
