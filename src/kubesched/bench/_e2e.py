@@ -20,6 +20,11 @@ stopped, every measured pod is created, and a fresh scheduler process starts on 
 Timing comes from a watch on the pods (the API server's side): a pod's latency is from its
 ADDED event to the event that shows it bound, throughput is bound pods per second. CPU seconds
 and peak RSS of the scheduler process come from ``/proc``.
+
+A run that cannot be carried out (the API server refusing or not answering the bench's
+requests for the stall timeout, a scheduler that exits or does not start) is reported as an
+:class:`E2EFailure` with what failed and where; the other schedulers' runs, each on its own
+control plane, are not affected (docs/benchmarks.md).
 """
 
 from __future__ import annotations

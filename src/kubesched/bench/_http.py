@@ -98,6 +98,8 @@ class FastClient:
             try:
                 response = await pool.request("POST", path, body=body, timeout=left)
             except TransportError as e:
+                if time.monotonic() >= deadline:
+                    break  # cut off by the deadline: no answer, not a refusal
                 last = f"POST {path}: {type(e).__name__}: {e}"
             else:
                 if response.status in (200, 201, 202, ALREADY_EXISTS):

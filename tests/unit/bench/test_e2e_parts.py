@@ -5,17 +5,23 @@ The control plane and the measurement are faked here (tests/e2e/bench runs the r
 
 from __future__ import annotations
 
+import asyncio
 import json
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 from click.testing import CliRunner
 
 from kubesched import cluster
-from kubesched.bench import E2EFailure, E2EResult, run_e2e, workload
+from kubesched.bench import BenchError, E2EFailure, E2EResult, run_e2e, workload
 from kubesched.bench import _e2e as e2e
 from kubesched.bench._retry import APIUnavailableError
 from kubesched.cli import main
+from kubesched.kube import APIConnectionError
+
+if TYPE_CHECKING:
+    from kubesched.kube import APIClient
 
 
 def figures(scheduler: str) -> E2EResult:
@@ -211,3 +217,78 @@ def test_all_runs_finishing_exits_0(planes: FakeControlPlanes) -> None:
     document = json.loads(done.stdout)
     assert document["failures"] == []
     assert len(document["results"]) == 3
+
+
+class Answering:
+    """The API client's ``get``: answers, or raises what it is given."""
+
+    def __init__(self, failure: Exception | None = None) -> None:
+        self.failure = failure
+        self.paths: list[str] = []
+
+    async def get(self, path: str) -> bytes:
+        self.paths.append(path)
+        if self.failure is not None:
+            raise self.failure
+        return b"{}"
+
+
+def _statuses(running: bool) -> list[cluster.ClusterStatus]:
+    component = cluster.ProcessStatus("kube-scheduler", 42, running, Path("/x/kube-scheduler.log"))
+    return [
+        cluster.ClusterStatus(
+            name="bench-kube-scheduler-1",
+            state="running",
+            state_dir=Path("/x"),
+            kubeconfig=None,
+            server="",
+            apiserver_port=0,
+            etcd_client_port=0,
+            version="",
+            processes=(),
+            components=(component,),
+        )
+    ]
+
+
+def _explain(client: Answering, within: float = 0.3) -> None:
+    asyncio.run(
+        e2e._explain_stall(
+            cast("APIClient", client),
+            cluster="bench-kube-scheduler-1",
+            which="kube-scheduler",
+            what="waiting for the measured pods to be bound",
+            within=within,
+        )
+    )
+
+
+def test_a_quiet_wait_with_the_scheduler_gone_fails_naming_its_log(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(cluster, "status", lambda: _statuses(running=False))
+    with pytest.raises(BenchError) as failed:
+        _explain(Answering())
+    assert str(failed.value) == (
+        "kube-scheduler exited while waiting for the measured pods to be bound "
+        "(its log: /x/kube-scheduler.log)"
+    )
+
+
+def test_a_quiet_wait_with_the_api_server_not_answering_fails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(cluster, "status", lambda: _statuses(running=True))
+    client = Answering(APIConnectionError("GET /api/v1/namespaces/bench: connection refused"))
+    with pytest.raises(APIUnavailableError, match="while waiting for the measured pods"):
+        _explain(client)
+    assert client.paths[0] == "/api/v1/namespaces/bench"
+
+
+def test_a_quiet_wait_with_both_alive_is_the_schedulers_own_stall(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(cluster, "status", lambda: _statuses(running=True))
+    client = Answering()
+    _explain(client)
+    assert client.paths == ["/api/v1/namespaces/bench"]
