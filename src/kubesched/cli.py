@@ -744,7 +744,9 @@ def bench_core(
     default=60.0,
     show_default=True,
     metavar="SECONDS",
-    help="Give up waiting when for this long no pod got bound and nothing happened to any.",
+    help="Give up waiting when for this long no pod got bound and nothing happened to any; "
+    "a run also fails when the API server refuses or does not answer the bench's requests "
+    "for this long.",
 )
 def bench_e2e(
     nodes: int | None,
@@ -760,14 +762,16 @@ def bench_e2e(
 ) -> None:
     """Each scheduler against its own fresh local control plane, measured from the apiserver.
 
-    Progress goes to stderr; the table or JSON to stdout.
+    Progress goes to stderr; the table or JSON to stdout. A scheduler's run that fails is
+    reported with its error beside the others' figures, and the exit status is then 1.
     """
     import json  # noqa: PLC0415
     from pathlib import Path  # noqa: PLC0415
 
-    from kubesched import cluster as control_plane  # noqa: PLC0415
     from kubesched.bench import (  # noqa: PLC0415
         ALL,
+        E2EFailure,
+        E2EResult,
         StderrProgress,
         compare,
         e2e_table,
@@ -787,33 +791,37 @@ def bench_e2e(
     if ceiling and "binder" not in schedulers:
         schedulers.append("binder")
     runs = []
-    try:
-        for shape in shapes:
-            results = run_e2e(
-                schedulers,
-                shape,
-                nodes=nodes,
-                init_pods=init_pods,
-                measured_pods=pods,
-                arrival=arrival,
-                stall_timeout=stall_timeout,
-                progress=StderrProgress(),
-            )
-            runs.append((results, compare(results, threshold=shape.threshold)))
-    except control_plane.ClusterError as err:
-        raise click.ClickException(str(err)) from err
+    for shape in shapes:
+        parts = run_e2e(
+            schedulers,
+            shape,
+            nodes=nodes,
+            init_pods=init_pods,
+            measured_pods=pods,
+            arrival=arrival,
+            stall_timeout=stall_timeout,
+            progress=StderrProgress(),
+        )
+        runs.append((parts, compare(parts, threshold=shape.threshold)))
+    results = [p for parts, _ in runs for p in parts if isinstance(p, E2EResult)]
+    failures = [p for parts, _ in runs for p in parts if isinstance(p, E2EFailure)]
     if plot:
-        plot_throughput(runs[0][0], Path(plot))
+        plot_throughput(results, Path(plot))
     if output == "json":
         document = {
             "arrival": arrival,
-            "results": [r.to_json() for results, _ in runs for r in results],
+            "results": [r.to_json() for r in results],
+            "failures": [f.to_json() for f in failures],
             "comparisons": [c.to_json() for _, c in runs],
         }
         click.echo(json.dumps(document, indent=2))
     else:
-        tables = [e2e_table(results, c) for results, c in runs]
+        tables = [e2e_table(parts, c) for parts, c in runs]
         click.echo("\n\n".join([*tables, summary_table([c for _, c in runs])]))
+    if failures:
+        for f in failures:
+            click.echo(f"bench e2e: {f.workload}: {f.scheduler} failed: {f.error}", err=True)
+        raise SystemExit(1)
 
 
 @main.command("extender")

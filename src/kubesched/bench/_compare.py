@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from kubesched.bench._e2e import E2EResult
+from kubesched.bench._e2e import E2EFailure, E2EResult
 
 KUBESCHED = "kubesched"
 KUBE_SCHEDULER = "kube-scheduler"
@@ -56,15 +56,20 @@ class Comparison:
     #: Each scheduler's throughput over the ceiling; only for runs that, like the binder's,
     #: wrote an event per bound pod.
     of_ceiling: dict[str, float] = field(default_factory=dict)
+    #: The schedulers whose run failed (each failure's error is in the report beside it).
+    failed: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = msgspec.to_builtins(self)
         return out
 
 
-def compare(results: Sequence[E2EResult], *, threshold: float | None = None) -> Comparison:
-    """Compare the runs of one workload (any of kubesched, kube-scheduler and the binder);
-    ``threshold`` is upstream's for the workload."""
+def compare(
+    parts: Sequence[E2EResult | E2EFailure], *, threshold: float | None = None
+) -> Comparison:
+    """Compare the runs of one workload (any of kubesched, kube-scheduler and the binder) that
+    finished; ``threshold`` is upstream's for the workload."""
+    results = [p for p in parts if isinstance(p, E2EResult)]
     by = {r.scheduler: r for r in results}
     ours, theirs, binder = by.get(KUBESCHED), by.get(KUBE_SCHEDULER), by.get(CEILING)
     reasons = [
@@ -86,8 +91,8 @@ def compare(results: Sequence[E2EResult], *, threshold: float | None = None) -> 
                 if ratio is not None:
                     of_ceiling[r.scheduler] = ratio
     return Comparison(
-        workload=results[0].workload if results else "",
-        arrival=results[0].arrival if results else "",
+        workload=parts[0].workload if parts else "",
+        arrival=parts[0].arrival if parts else "",
         upstream_threshold=threshold,
         throughput={r.scheduler: r.throughput_pods_per_s for r in results},
         throughput_ratio=throughput_ratio,
@@ -97,6 +102,7 @@ def compare(results: Sequence[E2EResult], *, threshold: float | None = None) -> 
         not_comparable=reasons,
         ceiling_pods_per_s=binder.throughput_pods_per_s if binder is not None else None,
         of_ceiling=of_ceiling,
+        failed=[p.scheduler for p in parts if isinstance(p, E2EFailure)],
     )
 
 

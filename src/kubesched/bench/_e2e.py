@@ -20,6 +20,11 @@ stopped, every measured pod is created, and a fresh scheduler process starts on 
 Timing comes from a watch on the pods (the API server's side): a pod's latency is from its
 ADDED event to the event that shows it bound, throughput is bound pods per second. CPU seconds
 and peak RSS of the scheduler process come from ``/proc``.
+
+A run that cannot be carried out (the API server refusing or not answering the bench's
+requests for the stall timeout, a scheduler that exits or does not start) is reported as an
+:class:`E2EFailure` with what failed and where; the other schedulers' runs, each on its own
+control plane, are not affected (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -30,7 +35,8 @@ import itertools
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+import traceback
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,8 +51,10 @@ from kubesched.bench._http import FastClient
 from kubesched.bench._placement import check_placement
 from kubesched.bench._proc import ProcessSample, sample
 from kubesched.bench._progress import Progress, Silent
+from kubesched.bench._retry import APIUnavailableError, patiently
 from kubesched.bench._stats import Summary, percentile, throughput_series
 from kubesched.bench._workloads import Workload
+from kubesched.kube import AlreadyExists, APIClient
 
 #: The schedulers measured; ``binder`` decides nothing (the API server's ceiling: hack/binder,
 #: a Go program on client-go that binds round-robin and writes kube-scheduler's event).
@@ -128,6 +136,24 @@ class E2EResult:
     #: The machine's 1-minute load average when the measured phase started and ended.
     load_average: tuple[float, float] = (0.0, 0.0)
     errors: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = msgspec.to_builtins(self)
+        return out
+
+
+@dataclass(slots=True)
+class E2EFailure:
+    """A run that did not finish: the report gives what failed, and where, instead of figures.
+    The other schedulers' runs are parts of their own, each on its own control plane."""
+
+    scheduler: str
+    workload: str
+    arrival: str
+    nodes: int
+    init_pods: int
+    measured_pods: int
+    error: str
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = msgspec.to_builtins(self)
@@ -226,6 +252,39 @@ def _cluster_pid(cluster: str, name: str) -> int | None:
     return None
 
 
+def _component_log(cluster: str, name: str) -> Path | None:
+    """The log of the component ``name`` of ``cluster`` if it is no longer running."""
+    from kubesched.cluster import status  # noqa: PLC0415
+
+    for found in status():
+        if found.name == cluster:
+            for c in found.components:
+                if c.name == name and not c.running:
+                    return c.log
+    return None
+
+
+async def _explain_stall(
+    client: APIClient, *, cluster: str, which: str, what: str, within: float
+) -> None:
+    """A wait in which nothing happened to any pod: a failure of the run if the scheduler
+    process exited or the API server stopped answering; otherwise the scheduler's own stall,
+    and the run goes on to report the pods it left unbound."""
+    log = _component_log(cluster, which)
+    if log is not None:
+        raise BenchError(f"{which} exited while {what} (its log: {log})")
+    await patiently(lambda: client.get(f"/api/v1/namespaces/{NAMESPACE}"), what=what, within=within)
+
+
+async def _create_namespace(client: APIClient) -> None:
+    # A retried create whose first attempt went through finds its namespace there.
+    with contextlib.suppress(AlreadyExists):
+        await client.post(
+            "/api/v1/namespaces",
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
+        )
+
+
 def _start_scheduler(
     which: str, cluster: str, kubeconfig: Path, config_file: Path, progress: Progress
 ) -> int:
@@ -275,9 +334,21 @@ def _start_scheduler(
     return started.pid
 
 
-async def _wait_seen(times: _PodTimes, names: Sequence[str], within: float) -> None:
+@contextlib.asynccontextmanager
+async def _cancelled_on_exit() -> AsyncIterator[list[asyncio.Task[Any]]]:
+    """Tasks put in the list run until the block ends: a failed run leaves none behind."""
+    tasks: list[asyncio.Task[Any]] = []
+    try:
+        yield tasks
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _wait_seen(times: _PodTimes, names: Sequence[str], within: float) -> bool:
     """Wait until the pod watch has seen every pod of ``names`` (created before the scheduler
-    starts, with backlog arrival)."""
+    starts, with backlog arrival); False if it has not within ``within`` seconds."""
     try:
         async with asyncio.timeout(within):
             while any(n not in times.added for n in names):
@@ -285,10 +356,8 @@ async def _wait_seen(times: _PodTimes, names: Sequence[str], within: float) -> N
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(times.changed.wait(), timeout=0.25)
     except TimeoutError:
-        seen = sum(1 for n in names if n in times.added)
-        raise BenchError(
-            f"the pod watch saw {seen} of the {len(names)} pods created within {within:.0f} s"
-        ) from None
+        return False
+    return True
 
 
 async def _measure(
@@ -304,7 +373,7 @@ async def _measure(
     progress: Progress,
 ) -> E2EResult:
     from kubesched import cluster as control_plane  # noqa: PLC0415
-    from kubesched.kube import APIClient, Reflector, api_path  # noqa: PLC0415
+    from kubesched.kube import Reflector, api_path  # noqa: PLC0415
 
     info = control_plane.info(cluster)
     if info is None:
@@ -314,26 +383,35 @@ async def _measure(
     creator = FastClient("127.0.0.1", info.apiserver_port, info.ssl_context())
     client = APIClient.from_kubeconfig(str(info.kubeconfig), qps=0, burst=0, timeout=120.0)
     watch_client = APIClient.from_kubeconfig(str(info.kubeconfig), qps=0, burst=0)
-    async with client, watch_client:
-        await client.post(
-            "/api/v1/namespaces",
-            encoder.encode(
-                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
-            ),
+    # Every request of the bench's own is retried while the API server refuses it, for as long
+    # as a run may stall; then the run fails, naming what it was doing.
+    within = stall_timeout
+    async with client, watch_client, _cancelled_on_exit() as background:
+        await patiently(
+            lambda: _create_namespace(client), what="creating the namespace", within=within
         )
         progress.note(f"[{which}] creating {nodes} nodes")
         bar = progress.bar(f"[{which}] nodes", nodes)
         node_bodies = [encoder.encode(shape.make_node(i)) for i in range(nodes)]
         errors += await creator.create_all(
-            "/api/v1/nodes", node_bodies, connections=CREATE_CONCURRENCY, on_done=bar.update
+            "/api/v1/nodes",
+            node_bodies,
+            what=f"creating {nodes} nodes",
+            within=within,
+            connections=CREATE_CONCURRENCY,
+            on_done=bar.update,
         )
         bar.close()
 
         times = _PodTimes()
         pods_path = api_path("pods", namespace=NAMESPACE)
         watch = Reflector(watch_client, pods_path, Pod, times, name="bench pods")
-        watch.start()
-        await watch.wait_synced()
+        background.append(watch.start())
+        try:
+            async with asyncio.timeout(within):
+                await watch.wait_synced()
+        except TimeoutError:
+            raise APIUnavailableError("listing the pods to watch them", within) from None
 
         config_file = info.state_dir / "bench-scheduler-config.yaml"
         config_file.write_text(yaml.safe_dump(scheduler_config(), sort_keys=False))
@@ -341,7 +419,22 @@ async def _measure(
 
         def start_scheduler() -> int:
             progress.note(f"[{which}] starting the scheduler")
-            return _start_scheduler(which, cluster, kubeconfig, config_file, progress)
+            try:
+                return _start_scheduler(which, cluster, kubeconfig, config_file, progress)
+            except control_plane.ClusterError as err:
+                raise BenchError(f"starting {which}: {err}") from err
+
+        async def explain_stall(what: str) -> None:
+            await _explain_stall(client, cluster=cluster, which=which, what=what, within=within)
+
+        async def wait_seen(names: Sequence[str]) -> None:
+            if not await _wait_seen(times, names, within):
+                await explain_stall("waiting for the pod watch to see the pods created")
+                seen = sum(1 for n in names if n in times.added)
+                raise BenchError(
+                    f"the pod watch saw {seen} of the {len(names)} pods created "
+                    f"within {within:.0f} s"
+                )
 
         # With backlog arrival the init pods are scheduled by a first scheduler process, stopped
         # before the measured pods are created; the one measured starts on the full backlog.
@@ -358,11 +451,16 @@ async def _measure(
                 for i, name in enumerate(init_names)
             ]
             errors += await creator.create_all(
-                pods_path, bodies, connections=CREATE_CONCURRENCY, on_done=bar.update
+                pods_path,
+                bodies,
+                what=f"creating {init_pods} init pods",
+                within=within,
+                connections=CREATE_CONCURRENCY,
+                on_done=bar.update,
             )
             bar.close()
             if not shape.init_pods_bind:
-                await _wait_seen(times, init_names, stall_timeout)
+                await wait_seen(init_names)
             elif (
                 await _wait_bound(
                     times,
@@ -373,6 +471,7 @@ async def _measure(
                 )
                 is None
             ):
+                await explain_stall("waiting for the init pods to be bound")
                 errors.append(f"init pods: {init_pods - times.bound_among(init_names)} not bound")
 
         names = [f"pod-{i:05d}" for i in range(measured_pods)]
@@ -384,14 +483,22 @@ async def _measure(
 
         async def create() -> None:
             nonlocal errors
-            errors += await creator.create_all(pods_path, bodies, connections=CREATE_CONCURRENCY)
+            errors += await creator.create_all(
+                pods_path,
+                bodies,
+                what=f"creating {measured_pods} pods",
+                within=within,
+                connections=CREATE_CONCURRENCY,
+            )
             created_at.append(time.monotonic())
 
         async def churn(make: Callable[[int, str, str], Any]) -> None:
             nonlocal errors
             for i in itertools.count():
                 body = encoder.encode(make(i, f"churn-{i:05d}", NAMESPACE))
-                errors += await creator.create_all(pods_path, [body], connections=1)
+                errors += await creator.create_all(
+                    pods_path, [body], what="creating churn pods", within=within, connections=1
+                )
                 await asyncio.sleep(shape.churn_interval_s)
 
         creating: asyncio.Task[None] | None = None
@@ -403,7 +510,7 @@ async def _measure(
             progress.note(f"[{which}] creating {measured_pods} pods before the scheduler starts")
             start = time.monotonic()
             await create()
-            await _wait_seen(times, names, stall_timeout)
+            await wait_seen(names)
             api_before = sample(apiserver_pid) if apiserver_pid else None
             client_cpu0 = time.process_time()
             load_start = os.getloadavg()[0]
@@ -421,14 +528,27 @@ async def _measure(
             load_start = os.getloadavg()[0]
             start = time.monotonic()
             creating = asyncio.create_task(create())
+            background.append(creating)
         churning = None if shape.churn_pod is None else asyncio.create_task(churn(shape.churn_pod))
+        if churning is not None:
+            background.append(churning)
+
+        def creation_failed() -> None:
+            # Pods that could not be created will never be bound: no need to wait for a stall.
+            for task in (creating, churning):
+                if task is not None and task.done() and (failure := task.exception()) is not None:
+                    raise failure
+
         last = await _wait_bound(
             times,
             names,
             stall_timeout=stall_timeout,
             progress=progress,
             label=f"[{which}] measured pods bound",
+            on_tick=creation_failed,
         )
+        if last is None:
+            await explain_stall("waiting for the measured pods to be bound")
         if churning is not None:
             churning.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -442,10 +562,19 @@ async def _measure(
         await watch.stop()
         bound_count = times.bound_among(names)
         progress.note(f"[{which}] counting the Scheduled events")
-        events = await settled_scheduled_events(client, NAMESPACE, names, bound=bound_count)
-
-        all_pods = await client.list(pods_path, type=ObjectList[Pod])
-        all_nodes = await client.list("/api/v1/nodes", type=ObjectList[Node])
+        events = await settled_scheduled_events(
+            client, NAMESPACE, names, bound=bound_count, within=within
+        )
+        all_pods = await patiently(
+            lambda: client.list(pods_path, type=ObjectList[Pod]),
+            what="listing the pods",
+            within=within,
+        )
+        all_nodes = await patiently(
+            lambda: client.list("/api/v1/nodes", type=ObjectList[Node]),
+            what="listing the nodes",
+            within=within,
+        )
 
     placement = check_placement(all_nodes.items, all_pods.items)
     final = {p.metadata.name: p.spec.node_name for p in all_pods.items}
@@ -513,6 +642,13 @@ async def _measure(
     )
 
 
+def _check(which: str, arrival: str) -> None:
+    if which not in SCHEDULERS:
+        raise ValueError(f"unknown scheduler {which!r}; one of {', '.join(SCHEDULERS)}")
+    if arrival not in ARRIVALS:
+        raise ValueError(f"unknown arrival {arrival!r}; one of {', '.join(ARRIVALS)}")
+
+
 def run_one(
     which: str,
     shape: Workload,
@@ -525,19 +661,23 @@ def run_one(
     progress: Progress | None = None,
     keep_cluster: bool = False,
 ) -> E2EResult:
-    """One run of ``which`` on a fresh control plane, torn down afterwards."""
+    """One run of ``which`` on a fresh control plane, torn down afterwards.
+
+    Raises :class:`BenchError` when the run cannot be carried out (the API server stops
+    answering the bench's requests for ``stall_timeout`` seconds, the control plane or the
+    scheduler does not start, the scheduler exits ...)."""
     from kubesched import cluster as control_plane  # noqa: PLC0415
 
-    if which not in SCHEDULERS:
-        raise ValueError(f"unknown scheduler {which!r}; one of {', '.join(SCHEDULERS)}")
-    if arrival not in ARRIVALS:
-        raise ValueError(f"unknown arrival {arrival!r}; one of {', '.join(ARRIVALS)}")
+    _check(which, arrival)
     progress = progress or Silent()
     n, i, m = shape.sizes(nodes, init_pods, measured_pods)
     name = f"bench-{which}-{os.getpid()}"
     progress.note(f"[{which}] starting a control plane ({name})")
-    control_plane.up(name, apiserver_args=APISERVER_ARGS, progress=progress.note)
     try:
+        try:
+            control_plane.up(name, apiserver_args=APISERVER_ARGS, progress=progress.note)
+        except control_plane.ClusterError as err:
+            raise BenchError(f"starting the control plane: {err}") from err
         return asyncio.run(
             _measure(
                 which,
@@ -552,9 +692,21 @@ def run_one(
             )
         )
     finally:
+        # Also after a failure: the next run gets a fresh control plane, never this one.
         if not keep_cluster:
             progress.note(f"[{which}] stopping {name}")
             control_plane.down(name)
+
+
+def _failure_text(err: Exception, progress: Progress) -> str:
+    """What a failed run reports: the error, which names what failed and where; an error no
+    part of the run expects gets its traceback on the progress stream too."""
+    from kubesched.cluster import ClusterError  # noqa: PLC0415
+
+    if isinstance(err, BenchError | ClusterError):
+        return str(err)
+    progress.note("".join(traceback.format_exception(err)).rstrip())
+    return f"{type(err).__name__}: {err}"
 
 
 def run_e2e(
@@ -567,21 +719,33 @@ def run_e2e(
     arrival: str = ARRIVAL_RATE,
     stall_timeout: float = 60.0,
     progress: Progress | None = None,
-) -> list[E2EResult]:
-    """:func:`run_one` for each scheduler in turn."""
-    return [
-        run_one(
-            which,
-            shape,
-            nodes=nodes,
-            init_pods=init_pods,
-            measured_pods=measured_pods,
-            arrival=arrival,
-            stall_timeout=stall_timeout,
-            progress=progress,
-        )
-        for which in schedulers
-    ]
+) -> list[E2EResult | E2EFailure]:
+    """:func:`run_one` for each scheduler in turn, each a part of its own: a run that fails
+    is reported as an :class:`E2EFailure` and the next one still runs."""
+    for which in schedulers:
+        _check(which, arrival)
+    progress = progress or Silent()
+    n, i, m = shape.sizes(nodes, init_pods, measured_pods)
+    parts: list[E2EResult | E2EFailure] = []
+    for which in schedulers:
+        try:
+            parts.append(
+                run_one(
+                    which,
+                    shape,
+                    nodes=nodes,
+                    init_pods=init_pods,
+                    measured_pods=measured_pods,
+                    arrival=arrival,
+                    stall_timeout=stall_timeout,
+                    progress=progress,
+                )
+            )
+        except Exception as err:  # one run failing must not lose the others
+            error = _failure_text(err, progress)
+            progress.note(f"[{which}] failed: {error}")
+            parts.append(E2EFailure(which, shape.name, arrival, n, i, m, error))
+    return parts
 
 
 __all__ = [
@@ -592,6 +756,7 @@ __all__ = [
     "CLIENT_BURST",
     "CLIENT_QPS",
     "SCHEDULERS",
+    "E2EFailure",
     "E2EResult",
     "run_e2e",
     "run_one",

@@ -13,6 +13,7 @@ from collections.abc import Collection
 
 import msgspec
 
+from kubesched.bench._retry import patiently
 from kubesched.kube import APIClient, api_path
 
 #: The reason kube-scheduler (and kubesched) give the event of a pod bound to a node.
@@ -47,21 +48,27 @@ def pods_with_event(event_list: bytes, names: Collection[str]) -> int:
     return len({e.regarding.name for e in events if e.reason == REASON_SCHEDULED} & wanted)
 
 
-async def scheduled_events(client: APIClient, namespace: str, names: Collection[str]) -> int:
-    """How many of the pods ``names`` in ``namespace`` have a ``Scheduled`` event now."""
+async def scheduled_events(
+    client: APIClient, namespace: str, names: Collection[str], *, within: float
+) -> int:
+    """How many of the pods ``names`` in ``namespace`` have a ``Scheduled`` event now; the list
+    is asked for again while the API server refuses it, for up to ``within`` seconds."""
     path = api_path("events", group_version="events.k8s.io/v1", namespace=namespace)
-    return pods_with_event(await client.list(path), names)
+    listed = await patiently(
+        lambda: client.list(path), what="counting the Scheduled events", within=within
+    )
+    return pods_with_event(listed, names)
 
 
 async def settled_scheduled_events(
-    client: APIClient, namespace: str, names: Collection[str], *, bound: int
+    client: APIClient, namespace: str, names: Collection[str], *, bound: int, within: float
 ) -> int:
     """:func:`scheduled_events` once it reaches ``bound`` or stops growing."""
-    count = await scheduled_events(client, namespace, names)
+    count = await scheduled_events(client, namespace, names, within=within)
     changed = time.monotonic()
     while count < bound and time.monotonic() - changed < SETTLE_S:
         await asyncio.sleep(POLL_S)
-        now = await scheduled_events(client, namespace, names)
+        now = await scheduled_events(client, namespace, names, within=within)
         if now != count:
             count, changed = now, time.monotonic()
     return count

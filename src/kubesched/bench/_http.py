@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import time
 from collections.abc import Callable, Sequence
 
 from kubesched.bench._errors import BenchError
+from kubesched.bench._retry import APIUnavailableError, backoff
 from kubesched.kube._http1 import ConnectionPool, TransportError
 
 #: Statuses worth retrying: throttled, or the server is busy or starting.
@@ -41,12 +43,16 @@ class FastClient:
         path: str,
         bodies: Sequence[bytes],
         *,
+        what: str,
+        within: float,
         connections: int = 64,
-        attempts: int = 8,
         on_done: Callable[[int], None] | None = None,
     ) -> list[str]:
         """POST every body to ``path`` over ``connections`` connections at once; an object that
-        already exists counts as created. The errors of bodies that could not be created."""
+        already exists counts as created. The errors of bodies the API server turned away
+        (invalid, forbidden ...). A body refused as busy (429, 5xx) or not answered is sent
+        again with backoff; after ``within`` seconds of that, :class:`APIUnavailableError`
+        (naming ``what``) ends the whole call."""
         errors: list[str] = []
         position = 0
         done = 0
@@ -56,7 +62,7 @@ class FastClient:
             ssl_context=self._context,
             user_agent="kubesched-bench",
             max_connections=max(1, connections),
-            timeout=120.0,
+            timeout=within,
         )
 
         async def worker() -> None:
@@ -64,38 +70,46 @@ class FastClient:
             while position < len(bodies):
                 body = bodies[position]
                 position += 1
-                error = await self._create(pool, path, body, attempts)
+                error = await self._create(pool, path, body, what, within)
                 if error is not None:
                     errors.append(error)
                 done += 1
                 if on_done is not None:
                     on_done(done)
 
+        workers = [asyncio.create_task(worker()) for _ in range(max(1, connections))]
         try:
-            await asyncio.gather(*(worker() for _ in range(max(1, connections))))
+            await asyncio.gather(*workers)
         finally:
+            # One worker giving up ends the others: the API server is not answering any.
+            for task in workers:
+                task.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
             await pool.aclose()
         return errors
 
     async def _create(
-        self, pool: ConnectionPool, path: str, body: bytes, attempts: int
+        self, pool: ConnectionPool, path: str, body: bytes, what: str, within: float
     ) -> str | None:
-        delay = 0.05
+        deadline = time.monotonic() + within
+        waits = backoff()
         last = ""
-        for _ in range(attempts):
+        while (left := deadline - time.monotonic()) > 0:
             try:
-                response = await pool.request("POST", path, body=body)
+                response = await pool.request("POST", path, body=body, timeout=left)
             except TransportError as e:
-                last = f"{type(e).__name__}: {e}"
+                if time.monotonic() >= deadline:
+                    break  # cut off by the deadline: no answer, not a refusal
+                last = f"POST {path}: {type(e).__name__}: {e}"
             else:
                 if response.status in (200, 201, 202, ALREADY_EXISTS):
                     return None
-                last = str(HTTPError(response.status, response.body))
+                error = f"POST {path}: {HTTPError(response.status, response.body)}"
                 if response.status not in RETRY_STATUSES:
-                    return f"POST {path}: {last}"
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 2.0)
-        return f"POST {path}: {last}"
+                    return error
+                last = error
+            await asyncio.sleep(min(waits.next(), max(0.0, deadline - time.monotonic())))
+        raise APIUnavailableError(what, within, last)
 
 
 __all__ = ["FastClient", "HTTPError"]

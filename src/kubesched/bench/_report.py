@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kubesched.bench._compare import CEILING
+from kubesched.bench._e2e import E2EFailure, E2EResult
 
 if TYPE_CHECKING:
     from kubesched.bench._compare import Comparison
     from kubesched.bench._core import CoreResult
-    from kubesched.bench._e2e import E2EResult
 
 
 def _ms(seconds: float | None) -> str:
@@ -151,20 +151,25 @@ def ceiling_line(c: Comparison) -> str | None:
     )
 
 
-def e2e_table(results: Sequence[E2EResult], comparison: Comparison | None = None) -> str:
-    """The runs of one workload, a column each; with ``comparison``, its line below."""
-    if not results:
+def e2e_table(parts: Sequence[E2EResult | E2EFailure], comparison: Comparison | None = None) -> str:
+    """The runs of one workload, a column each for those that finished and a line each for
+    those that failed; with ``comparison``, its line below."""
+    if not parts:
         return "no results"
-    first = results[0]
+    first = parts[0]
     head = (
         f"bench e2e: workload {first.workload}, {first.nodes} nodes, {first.init_pods} init pods, "
         f"{first.measured_pods} measured pods, {first.arrival} arrival"
     )
-    rows: list[tuple[str, ...]] = [("", *(r.scheduler for r in results))]
-    for label, key in _E2E_COLUMNS:
-        rows.append((label, *(_e2e_cell(r, key) for r in results)))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
+    results = [p for p in parts if isinstance(p, E2EResult)]
+    lines: list[str] = []
+    if results:
+        rows: list[tuple[str, ...]] = [("", *(r.scheduler for r in results))]
+        for label, key in _E2E_COLUMNS:
+            rows.append((label, *(_e2e_cell(r, key) for r in results)))
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
+    lines += [f"{p.scheduler} failed: {p.error}" for p in parts if isinstance(p, E2EFailure)]
     if comparison is not None:
         if {"kubesched", "kube-scheduler"} <= comparison.throughput.keys():
             lines.append(comparison_line(comparison))
@@ -187,13 +192,17 @@ _SUMMARY_HEAD = (
 )
 
 
-def _pods_per_s(value: float | None) -> str:
+def _pods_per_s(c: Comparison, scheduler: str) -> str:
+    if scheduler in c.failed:
+        return "failed"
+    value = c.throughput.get(scheduler)
     return "-" if value is None else f"{value:,.1f}"
 
 
 def summary_table(comparisons: Sequence[Comparison]) -> str:
-    """One line per workload: throughputs, ratios (``n/c``: not comparable, a run wrote fewer
-    events than it bound pods), and upstream's threshold beside them for reference."""
+    """One line per workload: throughputs (``failed``: that run failed), ratios (``n/c``: not
+    comparable, a run wrote fewer events than it bound pods), and upstream's threshold beside
+    them for reference."""
     rows: list[tuple[str, ...]] = [_SUMMARY_HEAD]
     for c in comparisons:
         ratio = _x(c.throughput_ratio) if c.comparable else "n/c"
@@ -202,10 +211,10 @@ def summary_table(comparisons: Sequence[Comparison]) -> str:
             (
                 c.workload,
                 c.arrival,
-                _pods_per_s(c.throughput.get("kubesched")),
-                _pods_per_s(c.throughput.get("kube-scheduler")),
+                _pods_per_s(c, "kubesched"),
+                _pods_per_s(c, "kube-scheduler"),
                 ratio if "kubesched" in c.throughput and "kube-scheduler" in c.throughput else "-",
-                _pods_per_s(c.ceiling_pods_per_s),
+                _pods_per_s(c, CEILING),
                 _x(c.of_ceiling.get("kubesched")),
                 _x(c.of_ceiling.get("kube-scheduler")),
                 "-" if threshold is None else f"{threshold:g}",

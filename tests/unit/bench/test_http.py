@@ -1,10 +1,15 @@
-"""The lean create client: keep-alive, Content-Length and chunked bodies, retries, conflicts."""
+"""The lean create client: keep-alive, Content-Length and chunked bodies, retries, conflicts,
+and an end to retrying when the server refuses or does not answer for too long."""
 
 from __future__ import annotations
 
 import asyncio
+import time
+
+import pytest
 
 from kubesched.bench._http import FastClient
+from kubesched.bench._retry import APIUnavailableError
 
 
 class Server:
@@ -55,7 +60,10 @@ class Server:
 
 
 async def run(
-    script: list[tuple[int, bool, bool]], bodies: list[bytes], connections: int
+    script: list[tuple[int, bool, bool]],
+    bodies: list[bytes],
+    connections: int,
+    within: float = 30.0,
 ) -> tuple[Server, list[str], list[int]]:
     server = Server(script)
     srv = await asyncio.start_server(server.handle, "127.0.0.1", 0)
@@ -64,7 +72,12 @@ async def run(
     async with srv:
         client = FastClient("127.0.0.1", port, None)
         errors = await client.create_all(
-            "/api/v1/x", bodies, connections=connections, on_done=done.append
+            "/api/v1/x",
+            bodies,
+            what="creating xs",
+            within=within,
+            connections=connections,
+            on_done=done.append,
         )
     return server, errors, done
 
@@ -92,3 +105,36 @@ def test_conflict_counts_as_created_and_bad_request_is_reported() -> None:
     _, errors, _ = asyncio.run(run([(422, False, False)], [b"{}"], 1))
     assert len(errors) == 1
     assert "HTTP 422" in errors[0]
+
+
+def test_a_server_refusing_everything_ends_the_call_after_within_seconds() -> None:
+    script = [(429, False, False)] * 10_000
+    start = time.monotonic()
+    with pytest.raises(APIUnavailableError) as failed:
+        asyncio.run(run(script, [b"{}"] * 20, 4, within=1.0))
+    assert 1.0 <= time.monotonic() - start < 5.0
+    message = str(failed.value)
+    assert message.startswith("the API server refused or did not answer for 1 s while creating xs")
+    assert "HTTP 429" in message
+
+
+async def _silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    # Takes the request and never answers, like an API server that stopped.
+    await reader.read()
+    writer.close()
+
+
+def test_a_server_that_never_answers_ends_the_call_after_within_seconds() -> None:
+    async def main() -> None:
+        srv = await asyncio.start_server(_silent, "127.0.0.1", 0)
+        port = srv.sockets[0].getsockname()[1]
+        async with srv:
+            await FastClient("127.0.0.1", port, None).create_all(
+                "/api/v1/x", [b"{}"] * 5, what="creating xs", within=1.0, connections=2
+            )
+
+    start = time.monotonic()
+    with pytest.raises(APIUnavailableError) as failed:
+        asyncio.run(main())
+    assert time.monotonic() - start < 5.0
+    assert str(failed.value) == "the API server did not answer for 1 s while creating xs"
