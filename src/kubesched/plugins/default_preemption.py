@@ -223,6 +223,11 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         self.min_candidate_nodes_absolute = int(decoded.min_candidate_nodes_absolute)
         #: Where the dry run starts among the potential nodes (``getOffsetRand``).
         self.rng: random.Random = handle.rng
+        #: PreEnqueue's answer while a pod's victims are being evicted, made once: every event
+        #: reaching the waiting preemptors asks again.
+        self._running = Status(
+            Code.UNSCHEDULABLE_AND_UNRESOLVABLE, MSG_PREEMPTION_RUNNING, plugin=self.name
+        )
         #: Preemptors whose victims are being evicted in the background.
         self._preempting: set[str] = set()
         #: Preemptor UID -> UID of the last victim, once only that one is left to evict.
@@ -252,7 +257,7 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
 
     def pre_enqueue(self, pod: Pod) -> Status | None:
         if self.is_pod_running_preemption(pod.metadata.uid):
-            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, MSG_PREEMPTION_RUNNING)
+            return self._running
         return None
 
     def events_to_register(self) -> list[ClusterEventWithHint]:

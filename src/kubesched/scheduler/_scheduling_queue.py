@@ -150,6 +150,9 @@ class SchedulingQueue:
         }
         self._registered = {e.event for events in self._hints.values() for e in events}
         self._interest: dict[ClusterEvent, bool] = {}
+        #: (plugin, incoming event) -> the plugin's registrations matching it: events reach
+        #: every waiting pod, and most reach thousands alike.
+        self._matches: dict[tuple[str, ClusterEvent], tuple[ClusterEventWithHint, ...]] = {}
         self._max_in_unschedulable = pod_max_in_unschedulable_pods_duration
         self._clock = clock
         self._metric = pending_pods_metric
@@ -645,9 +648,7 @@ class SchedulingQueue:
             uid = qpi.pod.metadata.uid
             if location.get(uid) is not waiting:
                 continue
-            if qpi.gated_by and not any(
-                event_matches(e.event, event) for e in self._events_of(qpi.gated_by)
-            ):
+            if qpi.gated_by and not self._matching(qpi.gated_by, event):
                 # Only the gating plugin's events can lift its gate.
                 continue
             strategy, plugin = self._worth_requeuing(qpi, event, old, new)
@@ -671,8 +672,15 @@ class SchedulingQueue:
 
     # -- internals: hints ----------------------------------------------------------------------
 
-    def _events_of(self, plugin: str) -> tuple[ClusterEventWithHint, ...]:
-        return self._hints.get(plugin, _ALL_EVENTS)
+    def _matching(self, plugin: str, event: ClusterEvent) -> tuple[ClusterEventWithHint, ...]:
+        """The events ``plugin`` registered that ``event`` matches (any event, for a plugin
+        that registered none)."""
+        key = (plugin, event)
+        hit = self._matches.get(key)
+        if hit is None:
+            events = self._hints.get(plugin, _ALL_EVENTS)
+            hit = self._matches[key] = tuple(e for e in events if event_matches(e.event, event))
+        return hit
 
     def _worth_requeuing(
         self, qpi: QueuedPodInfo, event: ClusterEvent, old: Any, new: Any
@@ -696,9 +704,7 @@ class SchedulingQueue:
             return _Strategy.AFTER_BACKOFF, ""
         strategy, by = _Strategy.SKIP, ""
         for plugin in rejectors:
-            for registered in self._events_of(plugin):
-                if not event_matches(registered.event, event):
-                    continue
+            for registered in self._matching(plugin, event):
                 if self._hint(plugin, registered, qpi.pod, old, new) == QueueingHint.SKIP:
                     continue
                 if plugin in pending:
