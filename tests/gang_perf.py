@@ -133,8 +133,8 @@ async def run(gangs: int, nodes: int, limit_s: float = 600.0) -> Result:
     frameworks = build_frameworks(cfg, registry, snapshot, client=cluster, rng=random.Random(0))
     fwk = frameworks["default-scheduler"]
 
-    def pre_enqueue(pod: Pod) -> Status | None:
-        return fwk.run_pre_enqueue(pod)
+    def pre_enqueue(pod: Pod, gating: str) -> Status | None:
+        return fwk.run_pre_enqueue(pod, gating)
 
     queue = SchedulingQueue(
         less=fwk.less,

@@ -412,8 +412,19 @@ class Framework:
 
     # -- queueing ------------------------------------------------------------------------------
 
-    def run_pre_enqueue(self, pod: Pod) -> Status | None:
-        for p in self.pre_enqueue_plugins:
+    def run_pre_enqueue(self, pod: Pod, gating: str = "") -> Status | None:
+        """PreEnqueue plugins in order, the one ``gating`` the pod so far first
+        (``runPreEnqueuePlugins``): the first rejection."""
+        plugins = self.pre_enqueue_plugins
+        for p in plugins:
+            if p.name == gating:
+                s = p.pre_enqueue(pod)
+                if s is not None and s.code != Code.SUCCESS:
+                    return s.with_plugin(p.name)
+                break
+        for p in plugins:
+            if p.name == gating:
+                continue
             s = p.pre_enqueue(pod)
             if s is not None and s.code != Code.SUCCESS:
                 return s.with_plugin(p.name)

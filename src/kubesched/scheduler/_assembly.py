@@ -56,9 +56,9 @@ def new_scheduler(
     ``scheduler_type`` a subclass of :class:`Scheduler` to build instead (``bench core``'s)."""
     first = next(iter(frameworks.values()))
 
-    def pre_enqueue(pod: Pod) -> Status | None:
+    def pre_enqueue(pod: Pod, gating: str) -> Status | None:
         fwk = frameworks.get(pod.spec.scheduler_name)
-        return None if fwk is None else fwk.run_pre_enqueue(pod)
+        return None if fwk is None else fwk.run_pre_enqueue(pod, gating)
 
     queue = SchedulingQueue(
         less=first.less,

@@ -81,8 +81,9 @@ _FORCE_ACTIVATE = event_label(EVENT_FORCE_ACTIVATE)
 #: A pod entering activeQ for one of these is nominated as its status says (a new pod).
 _NOMINATING = frozenset((_UNSCHEDULED_POD_ADD, _UNSCHEDULED_POD_UPDATE))
 
-#: ``(pod) -> Status | None``: the pod's profile's PreEnqueue plugins.
-PreEnqueueFn = Callable[[Pod], Status | None]
+#: ``(pod, gating plugin or "") -> Status | None``: the pod's profile's PreEnqueue plugins, the
+#: one gating it so far first.
+PreEnqueueFn = Callable[[Pod, str], Status | None]
 #: Receives the number of pending pods of the sub-queues whose number changed.
 PendingPodsMetric = Callable[[dict[str, int]], None]
 
@@ -586,7 +587,7 @@ class SchedulingQueue:
             qpi.gated_by = ""
             return
         try:
-            status = self._pre_enqueue(qpi.pod)
+            status = self._pre_enqueue(qpi.pod, qpi.gated_by)
         except Exception as e:
             log.exception("PreEnqueue failed for pod %s", qpi.pod.key)
             status = Status.as_error(e)

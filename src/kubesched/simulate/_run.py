@@ -364,9 +364,9 @@ class Simulation:
             client.pods[pod.metadata.uid] = pod
             scheduler.on_pod_add(pod)
 
-    def pre_enqueue(self, pod: Pod) -> Status | None:
+    def pre_enqueue(self, pod: Pod, gating: str = "") -> Status | None:
         fwk = self.frameworks.get(pod.spec.scheduler_name)
-        return None if fwk is None else fwk.run_pre_enqueue(pod)
+        return None if fwk is None else fwk.run_pre_enqueue(pod, gating)
 
     async def run(self, progress: Progress | None = None) -> SimulationResult:
         """One attempt per pending pod; see the module doc."""
@@ -445,7 +445,7 @@ class Simulation:
             else:
                 reason = REASON_GATED
                 qpi = queue.get(uid)
-                gate = self.pre_enqueue(pod)
+                gate = self.pre_enqueue(pod, "" if qpi is None else qpi.gated_by)
                 message = gate.message if gate is not None else "not attempted"
                 if qpi is None or not qpi.gated_by:
                     reason = "Skipped"

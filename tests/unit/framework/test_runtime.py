@@ -27,6 +27,7 @@ from kubesched.framework import (
     NoNodesAvailableError,
     PermitPlugin,
     PodInfo,
+    PreEnqueuePlugin,
     PreFilterPlugin,
     PreFilterResult,
     QueuedPodInfo,
@@ -433,3 +434,47 @@ def test_state_of_plugins_without_binding_points_ends_with_the_scheduling_cycle(
     assert state.get("PreFilterInterPodAffinity") is None
     assert state.get("PreFilterNodeResourcesFit") is None
     assert state.get("VolumeBinding") is not None
+
+
+class _Gate(PreEnqueuePlugin):
+    """Gates pods whose ``gate`` annotation names it."""
+
+    name = "Gate"
+
+    def pre_enqueue(self, pod: Pod) -> Status | None:
+        if self.name in pod.metadata.annotations.get("gate", "").split(","):
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, f"held by {self.name}")
+        return None
+
+
+class _OtherGate(_Gate):
+    name = "OtherGate"
+
+
+def test_the_plugin_gating_a_pod_is_asked_first() -> None:
+    """As ``runPreEnqueuePlugins``: the plugin that gated the pod last time is asked first, and
+    while it still holds the pod, its status stands even if a plugin before it would hold the
+    pod too; once it lets go, the others are asked in order."""
+    registry = Registry({**REGISTRY, _Gate.name: _Gate, _OtherGate.name: _OtherGate})
+    fw = Framework(
+        profile_name="test",
+        registry=registry,
+        plugins={
+            "queueSort": [("Sort", 1)],
+            "bind": [("Binder", 1)],
+            "preEnqueue": [("Gate", 1), ("OtherGate", 1)],
+        },
+        snapshot=Snapshot(),
+    )
+    both = make_pod("p", annotations={"gate": "Gate,OtherGate"})
+    assert fw.run_pre_enqueue(both) == Status(
+        Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "held by Gate", plugin="Gate"
+    )
+    assert fw.run_pre_enqueue(both, "OtherGate") == Status(
+        Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "held by OtherGate", plugin="OtherGate"
+    )
+    first_only = make_pod("p", annotations={"gate": "Gate"})
+    assert fw.run_pre_enqueue(first_only, "OtherGate") == Status(
+        Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "held by Gate", plugin="Gate"
+    )
+    assert fw.run_pre_enqueue(make_pod("p"), "OtherGate") is None

@@ -64,7 +64,7 @@ def priority_sort(a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
     return a.initial_attempt_timestamp < b.initial_attempt_timestamp
 
 
-def scheduling_gates(pod: Pod) -> Status | None:
+def scheduling_gates(pod: Pod, gating: str = "") -> Status | None:
     if pod.spec.scheduling_gates:
         return Status(
             Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "waiting for scheduling gates", plugin=GATE_PLUGIN
@@ -605,9 +605,9 @@ async def test_run_flushes_backoff_and_leftovers() -> None:
 def test_gated_pod_waits_until_its_gates_are_removed() -> None:
     checked: list[str] = []
 
-    def counting_gates(pod: Pod) -> Status | None:
+    def counting_gates(pod: Pod, gating: str) -> Status | None:
         checked.append(pod.metadata.name)
-        return scheduling_gates(pod)
+        return scheduling_gates(pod, gating)
 
     clock = FakeClock()
     q = make_queue(clock, pre_enqueue=counting_gates)
@@ -636,7 +636,7 @@ def test_gated_pod_waits_until_its_gates_are_removed() -> None:
 def test_pre_enqueue_that_raises_gates_until_any_event() -> None:
     calls = 0
 
-    def flaky(pod: Pod) -> Status | None:
+    def flaky(pod: Pod, gating: str) -> Status | None:
         nonlocal calls
         calls += 1
         if calls == 1:
