@@ -45,7 +45,7 @@ import msgspec
 import yaml
 
 from kubesched.api import Node, ObjectList, Pod
-from kubesched.bench._errors import BenchError
+from kubesched.bench._errors import BenchError, RunFailedError
 from kubesched.bench._events import settled_scheduled_events
 from kubesched.bench._http import FastClient
 from kubesched.bench._placement import check_placement
@@ -154,6 +154,11 @@ class E2EFailure:
     init_pods: int
     measured_pods: int
     error: str
+    #: Measured pods bound when the run failed, if the measured phase had begun.
+    pods_bound: int | None = None
+    #: The scheduler's peak RSS when the run failed, if it was running: memory side by side
+    #: even when the other scheduler's run broke down.
+    peak_rss_bytes: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = msgspec.to_builtins(self)
@@ -168,6 +173,29 @@ def scheduler_config() -> dict[str, Any]:
         "clientConnection": {"qps": CLIENT_QPS, "burst": CLIENT_BURST},
         "leaderElection": {"leaderElect": False},
     }
+
+
+class _Running:
+    """What a run has under way, for the report of a failure: the scheduler's process, and
+    the measured pods once they are named."""
+
+    def __init__(self) -> None:
+        self.pid: int | None = None
+        self.times: _PodTimes | None = None
+        self.measured: list[str] = []
+
+    def failed(self, err: BenchError) -> RunFailedError:
+        """``err`` with the measured pods bound so far and the scheduler's peak RSS; read while
+        the scheduler still runs (before its control plane is stopped)."""
+        now = sample(self.pid) if self.pid is not None else None
+        bound = (
+            self.times.bound_among(self.measured)
+            if self.times is not None and self.measured
+            else None
+        )
+        return RunFailedError(
+            str(err), pods_bound=bound, peak_rss_bytes=now.peak_rss_bytes if now else None
+        )
 
 
 class _PodTimes:
@@ -371,6 +399,7 @@ async def _measure(
     arrival: str,
     stall_timeout: float,
     progress: Progress,
+    running: _Running,
 ) -> E2EResult:
     from kubesched import cluster as control_plane  # noqa: PLC0415
     from kubesched.kube import Reflector, api_path  # noqa: PLC0415
@@ -403,7 +432,7 @@ async def _measure(
         )
         bar.close()
 
-        times = _PodTimes()
+        times = running.times = _PodTimes()
         pods_path = api_path("pods", namespace=NAMESPACE)
         watch = Reflector(watch_client, pods_path, Pod, times, name="bench pods")
         background.append(watch.start())
@@ -440,7 +469,7 @@ async def _measure(
         # before the measured pods are created; the one measured starts on the full backlog.
         pid: int | None = None
         if arrival == ARRIVAL_RATE or (init_pods and shape.init_pods_bind):
-            pid = start_scheduler()
+            pid = running.pid = start_scheduler()
         apiserver_pid = _cluster_pid(cluster, "kube-apiserver")
 
         init_names = [f"init-{i:05d}" for i in range(init_pods)]
@@ -474,7 +503,7 @@ async def _measure(
                 await explain_stall("waiting for the init pods to be bound")
                 errors.append(f"init pods: {init_pods - times.bound_among(init_names)} not bound")
 
-        names = [f"pod-{i:05d}" for i in range(measured_pods)]
+        names = running.measured = [f"pod-{i:05d}" for i in range(measured_pods)]
         bodies = [
             encoder.encode(shape.make_pod(init_pods + i, name, NAMESPACE))
             for i, name in enumerate(names)
@@ -507,6 +536,7 @@ async def _measure(
             if pid is not None:
                 # Each scheduler runs as the control plane's component of its own name.
                 control_plane.stop_component(which, cluster=cluster)
+                running.pid = None
             progress.note(f"[{which}] creating {measured_pods} pods before the scheduler starts")
             start = time.monotonic()
             await create()
@@ -517,7 +547,7 @@ async def _measure(
             launched = time.monotonic()
             # In a thread: the pod watch must go on timing the bindings made while the start
             # waits for the scheduler's health endpoint.
-            pid = await asyncio.to_thread(start_scheduler)
+            pid = running.pid = await asyncio.to_thread(start_scheduler)
             # A fresh process: all its CPU is the measured phase's.
             before: ProcessSample | None = ProcessSample(0.0, 0, 0)
         else:
@@ -673,24 +703,29 @@ def run_one(
     n, i, m = shape.sizes(nodes, init_pods, measured_pods)
     name = f"bench-{which}-{os.getpid()}"
     progress.note(f"[{which}] starting a control plane ({name})")
+    running = _Running()
     try:
         try:
             control_plane.up(name, apiserver_args=APISERVER_ARGS, progress=progress.note)
         except control_plane.ClusterError as err:
             raise BenchError(f"starting the control plane: {err}") from err
-        return asyncio.run(
-            _measure(
-                which,
-                shape,
-                cluster=name,
-                nodes=n,
-                init_pods=i,
-                measured_pods=m,
-                arrival=arrival,
-                stall_timeout=stall_timeout,
-                progress=progress,
+        try:
+            return asyncio.run(
+                _measure(
+                    which,
+                    shape,
+                    cluster=name,
+                    nodes=n,
+                    init_pods=i,
+                    measured_pods=m,
+                    arrival=arrival,
+                    stall_timeout=stall_timeout,
+                    progress=progress,
+                    running=running,
+                )
             )
-        )
+        except BenchError as err:
+            raise running.failed(err) from err
     finally:
         # Also after a failure: the next run gets a fresh control plane, never this one.
         if not keep_cluster:
@@ -744,7 +779,10 @@ def run_e2e(
         except Exception as err:  # one run failing must not lose the others
             error = _failure_text(err, progress)
             progress.note(f"[{which}] failed: {error}")
-            parts.append(E2EFailure(which, shape.name, arrival, n, i, m, error))
+            failure = E2EFailure(which, shape.name, arrival, n, i, m, error)
+            if isinstance(err, RunFailedError):
+                failure.pods_bound, failure.peak_rss_bytes = err.pods_bound, err.peak_rss_bytes
+            parts.append(failure)
     return parts
 
 

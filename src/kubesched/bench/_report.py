@@ -169,7 +169,7 @@ def e2e_table(parts: Sequence[E2EResult | E2EFailure], comparison: Comparison | 
             rows.append((label, *(_e2e_cell(r, key) for r in results)))
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
         lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
-    lines += [f"{p.scheduler} failed: {p.error}" for p in parts if isinstance(p, E2EFailure)]
+    lines += [_failure_line(p) for p in parts if isinstance(p, E2EFailure)]
     if comparison is not None:
         if {"kubesched", "kube-scheduler"} <= comparison.throughput.keys():
             lines.append(comparison_line(comparison))
@@ -177,6 +177,16 @@ def e2e_table(parts: Sequence[E2EResult | E2EFailure], comparison: Comparison | 
         if ceiling is not None:
             lines.append(ceiling)
     return head + "\n" + "\n".join(line.rstrip() for line in lines)
+
+
+def _failure_line(p: E2EFailure) -> str:
+    """``NAME failed: ERROR``, with what was known of the run when it failed."""
+    known = []
+    if p.pods_bound is not None:
+        known.append(f"{p.pods_bound} of {p.measured_pods} measured pods bound")
+    if p.peak_rss_bytes is not None:
+        known.append(f"peak RSS {p.peak_rss_bytes / 1e6:.0f} MB")
+    return f"{p.scheduler} failed: {p.error}" + (f" ({', '.join(known)})" if known else "")
 
 
 _SUMMARY_HEAD = (

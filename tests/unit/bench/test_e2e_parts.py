@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -112,6 +113,36 @@ def test_a_failed_run_keeps_the_others_figures(planes: FakeControlPlanes) -> Non
         init_pods=100,
         measured_pods=500,
         error="the API server did not answer for 60 s while counting the Scheduled events",
+    )
+
+
+def test_a_run_failing_once_its_scheduler_runs_reports_what_was_known_then(
+    planes: FakeControlPlanes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pods bound so far and the scheduler's peak RSS, read before its control plane stops:
+    memory side by side even when a run broke down."""
+
+    async def measure(which: str, shape: Any, *, running: Any, **_: Any) -> E2EResult:
+        running.pid = os.getpid()  # this process stands for the scheduler
+        running.times = e2e._PodTimes()
+        running.measured = ["pod-00000", "pod-00001", "pod-00002"]
+        running.times.bound.update({"pod-00000": 1.0, "pod-00002": 2.0})
+        raise APIUnavailableError("waiting for the measured pods to be bound", 60.0)
+
+    monkeypatch.setattr(e2e, "_measure", measure)
+    [failed] = run_e2e(["kube-scheduler"], workload("small"))
+    assert isinstance(failed, E2EFailure)
+    assert failed.pods_bound == 2
+    assert failed.peak_rss_bytes is not None
+    assert failed.peak_rss_bytes > 10_000_000
+    done = CliRunner().invoke(
+        main, ["bench", "e2e", "--workload=small", "--scheduler=kube-scheduler", "--no-ceiling"]
+    )
+    assert done.exit_code == 1, done.output
+    [line] = [x for x in done.stdout.splitlines() if "failed:" in x]
+    assert line.startswith(
+        "kube-scheduler failed: the API server did not answer for 60 s while waiting for the "
+        "measured pods to be bound (2 of 500 measured pods bound, peak RSS "
     )
 
 
