@@ -83,6 +83,9 @@ def test_an_api_server_that_stops_answering_fails_that_run_only(tmp_path: Path) 
     assert failure["scheduler"] == "kube-scheduler"
     assert (failure["nodes"], failure["measured_pods"]) == (5, PODS)
     assert "throughput_pods_per_s" not in failure
+    # What was known when it failed: kube-scheduler was running, its measured pods named.
+    assert 0 <= failure["pods_bound"] <= PODS
+    assert failure["peak_rss_bytes"] > 10_000_000
     error = failure["error"]
     assert error.startswith("the API server "), error
     assert "did not answer for 5 s while " in error, error
