@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import heapq
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -17,15 +16,11 @@ from typing import Any, Protocol
 from kubesched.api import Pod
 from kubesched.framework import ClusterEvent, QueuedPodInfo, SortKeyFn
 from kubesched.scheduler._events import POP_FROM_BACKOFF_Q
+from kubesched.scheduler._heap import Heap, LessFn
 
 #: The sub-queue's name in metrics and logs.
 ACTIVE = "active"
 
-#: ``(a, b) -> bool``: whether ``a`` is scheduled before ``b`` (QueueSort).
-LessFn = Callable[[QueuedPodInfo, QueuedPodInfo], bool]
-
-#: Dead heap entries tolerated before the heap is rebuilt (and never more than live ones).
-_COMPACT_AFTER = 64
 #: Pruned in-flight events tolerated at the head of the list before it is cut.
 _PRUNE_AFTER = 256
 
@@ -44,37 +39,6 @@ class InFlightEvent:
     event: ClusterEvent
     old: Any
     new: Any
-
-
-class _Entry:
-    """An activeQ entry; removal marks it dead (the heap drops it when it surfaces).
-
-    The heap holds tuples ending in the entry (:meth:`item`): the fields of the entry's QueueSort
-    key before it when QueueSort has one, so that the heap compares keys without calling back into
-    Python, or else the entry alone, which compares through ``less``. The key's fields are spread
-    into the item rather than nested, which halves the cost of a pop. Equal keys fall through to
-    the entries, whose ``less`` agrees with the key: neither sorts before the other.
-    """
-
-    __slots__ = ("alive", "key", "less", "qpi")
-
-    def __init__(
-        self, qpi: QueuedPodInfo, less: LessFn, key: tuple[int | float, ...] | None
-    ) -> None:
-        self.qpi = qpi
-        self.less = less
-        self.key = key
-        self.alive = True
-
-    def __lt__(self, other: _Entry) -> bool:
-        return self.less(self.qpi, other.qpi)
-
-    def item(self) -> _Item:
-        return (self,) if self.key is None else (*self.key, self)
-
-
-#: A heap item: ``(*key, entry)`` or ``(entry,)`` (see :class:`_Entry`).
-_Item = tuple[Any, ...]
 
 
 class ActiveQueue:
@@ -96,16 +60,14 @@ class ActiveQueue:
         """``sort_key``, if QueueSort has one, orders the heap without calling ``less``;
         ``incoming`` counts the pods entering activeQ by event; ``backoff``, if given, is popped
         from when activeQ is empty."""
-        self._less = less
-        self._sort_key = sort_key
         self._incoming = incoming
         self._backoff = backoff
-        self._entries: dict[str, _Entry] = {}
-        #: How many pods are queued: the dict's own ``__len__``, which costs half of a
-        #: ``len(self)`` through Python on the hot path (reports read it on every pop).
-        self.size: Callable[[], int] = self._entries.__len__
-        self._heap: list[_Item] = []
-        self._dead = 0
+        self._heap = Heap(less, sort_key)
+        #: How many pods are queued (reports read it on every pop).
+        self.size: Callable[[], int] = self._heap.size
+        #: The heap's own methods, without a call through this class's.
+        self.delete: Callable[[str], bool] = self._heap.delete
+        self.get: Callable[[str], QueuedPodInfo | None] = self._heap.get
         #: How many pods have been popped; the cycle of the pod popped last.
         self.scheduling_cycle = 0
         self._closed = False
@@ -128,32 +90,18 @@ class ActiveQueue:
 
     def add(self, qpi: QueuedPodInfo, event: str) -> None:
         """Queue the pod; ``event`` is what moved it here (``scheduler_queue_incoming_pods``)."""
-        self._push(qpi)
+        self._heap.add(qpi)
         counts = self._incoming
         counts[event] = counts.get(event, 0) + 1
+        self._wakeup.set()
 
     def update(self, qpi: QueuedPodInfo) -> None:
         """Sort a queued pod again (an update may have changed its priority)."""
-        self._push(qpi)
-
-    def delete(self, uid: str) -> bool:
-        entry = self._entries.pop(uid, None)
-        if entry is None:
-            return False
-        entry.alive = False
-        self._dead += 1
-        if self._dead > _COMPACT_AFTER and self._dead > len(self._entries):
-            self._heap = [e.item() for e in self._entries.values()]
-            heapq.heapify(self._heap)
-            self._dead = 0
-        return True
-
-    def get(self, uid: str) -> QueuedPodInfo | None:
-        entry = self._entries.get(uid)
-        return None if entry is None else entry.qpi
+        self._heap.add(qpi)
+        self._wakeup.set()
 
     def pods(self) -> Iterable[Pod]:
-        return (e.qpi.pod for e in self._entries.values())
+        return (qpi.pod for qpi in self._heap.pod_infos())
 
     def pop(self) -> QueuedPodInfo | None:
         """The head of activeQ, else of backoffQ, now in flight; ``None`` if there is none.
@@ -163,22 +111,15 @@ class ActiveQueue:
         """
         if self._closed:
             return None
-        heap = self._heap
-        while heap:
-            entry: _Entry = heapq.heappop(heap)[-1]
-            if entry.alive:
-                qpi = entry.qpi
-                uid = qpi.pod.metadata.uid
-                del self._entries[uid]
-                break
-            self._dead -= 1
-        else:
-            backoff = None if self._backoff is None else self._backoff.pop_backoff()
-            if backoff is None:
+        qpi = self._heap.pop()
+        if qpi is None:
+            qpi = None if self._backoff is None else self._backoff.pop_backoff()
+            if qpi is None:
                 return None
-            qpi, uid = backoff, backoff.pod.metadata.uid
             counts = self._incoming
             counts[POP_FROM_BACKOFF_Q] = counts.get(POP_FROM_BACKOFF_Q, 0) + 1
+        pod = qpi.pod
+        uid = pod.metadata.uid
         qpi.attempts += 1
         # Fresh sets, not cleared ones: the last attempt's may still be read elsewhere. An
         # empty one is kept (most pods were never rejected).
@@ -188,7 +129,7 @@ class ActiveQueue:
             qpi.pending_plugins = set()
         self._seq += 1
         self._in_flight[uid] = self._seq
-        self._in_flight_pods[uid] = qpi.pod
+        self._in_flight_pods[uid] = pod
         self.scheduling_cycle += 1
         return qpi
 
@@ -286,15 +227,3 @@ class ActiveQueue:
             del events[:head]
             head = 0
         self._events_head = head
-
-    # -- internals -----------------------------------------------------------------------------
-
-    def _push(self, qpi: QueuedPodInfo) -> None:
-        uid = qpi.pod.metadata.uid
-        if uid in self._entries:
-            self.delete(uid)
-        key = self._sort_key
-        entry = _Entry(qpi, self._less, None if key is None else key(qpi))
-        self._entries[uid] = entry
-        heapq.heappush(self._heap, entry.item())
-        self._wakeup.set()

@@ -32,7 +32,7 @@ from kubesched.framework import (
     SortKeyFn,
     Status,
 )
-from kubesched.scheduler._active_queue import ACTIVE, ActiveQueue, LessFn
+from kubesched.scheduler._active_queue import ACTIVE, ActiveQueue
 from kubesched.scheduler._backoff_queue import BACKOFF, ORDERING_WINDOW, BackoffQueue
 from kubesched.scheduler._events import (
     BACKOFF_COMPLETE,
@@ -51,6 +51,7 @@ from kubesched.scheduler._events import (
     is_wildcard,
     pod_scheduling_properties_change,
 )
+from kubesched.scheduler._heap import LessFn
 from kubesched.scheduler._metrics import IncomingPodsCounts
 from kubesched.scheduler._nominator import Nominator
 from kubesched.scheduler._unschedulable_pods import GATED, UNSCHEDULABLE, UnschedulablePods

@@ -1,0 +1,128 @@
+"""The heap of activeQ and backoffQ (kube-scheduler's heap_test.go scenarios)."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from builders import make_pod
+from kubesched.framework import PodInfo, QueuedPodInfo, SortKeyFn
+from kubesched.scheduler._heap import Heap
+
+
+def qinfo(name: str, priority: int = 0, at: float = 0.0) -> QueuedPodInfo:
+    pod = make_pod(name, priority=priority)
+    return QueuedPodInfo(PodInfo.of(pod), initial_attempt_timestamp=at, timestamp=at)
+
+
+def uid(qpi: QueuedPodInfo) -> str:
+    return qpi.pod.metadata.uid
+
+
+def reprioritized(qpi: QueuedPodInfo, priority: int) -> QueuedPodInfo:
+    """The same pod (same UID), updated to another priority."""
+    spec = msgspec.structs.replace(qpi.pod.spec, priority=priority)
+    pod = msgspec.structs.replace(qpi.pod, spec=spec)
+    return QueuedPodInfo(PodInfo.of(pod), qpi.initial_attempt_timestamp, qpi.timestamp)
+
+
+def priority_first(a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+    pa, pb = a.pod.spec.priority or 0, b.pod.spec.priority or 0
+    return pa > pb or (pa == pb and a.timestamp < b.timestamp)
+
+
+def priority_key(qpi: QueuedPodInfo) -> tuple[int | float, ...]:
+    return (-(qpi.pod.spec.priority or 0), qpi.timestamp)
+
+
+def by_timestamp(qpi: QueuedPodInfo) -> tuple[int | float, ...]:
+    return (qpi.timestamp,)
+
+
+def drain(heap: Heap) -> list[str]:
+    out: list[str] = []
+    while (qpi := heap.pop()) is not None:
+        out.append(qpi.pod.metadata.name)
+    return out
+
+
+KEYS = pytest.mark.parametrize("key", [None, priority_key], ids=["less", "sort_key"])
+
+
+@KEYS
+def test_pops_in_order(key: SortKeyFn | None) -> None:
+    heap = Heap(priority_first, key)
+    for x in (qinfo("low", 0, 1), qinfo("high", 9, 3), qinfo("mid-early", 5, 0)):
+        heap.add(x)
+    heap.add(qinfo("mid-late", 5, 2))
+    assert drain(heap) == ["high", "mid-early", "mid-late", "low"]
+    assert heap.pop() is None
+
+
+def test_less_orders_pods_of_equal_keys() -> None:
+    heap = Heap(priority_first, by_timestamp)
+    for x in (qinfo("late", 9, 2), qinfo("low", 1, 1), qinfo("high", 9, 1)):
+        heap.add(x)
+    assert drain(heap) == ["high", "low", "late"]
+
+
+@KEYS
+def test_adding_a_pod_again_sorts_it_again(key: SortKeyFn | None) -> None:
+    heap = Heap(priority_first, key)
+    a, b, c = qinfo("a", 1, 0), qinfo("b", 2, 1), qinfo("c", 3, 2)
+    for x in (a, b, c):
+        heap.add(x)
+    a = reprioritized(a, 9)
+    heap.add(a)
+    assert heap.size() == 3
+    assert heap.peek() is a
+    assert heap.get(uid(a)) is a
+    heap.add(reprioritized(a, 0))
+    assert drain(heap) == ["c", "b", "a"]
+
+
+@KEYS
+def test_delete_then_add_again(key: SortKeyFn | None) -> None:
+    heap = Heap(priority_first, key)
+    a, b = qinfo("a", 5), qinfo("b", 1)
+    heap.add(a)
+    heap.add(b)
+    assert heap.delete(uid(a))
+    assert not heap.delete(uid(a))
+    assert (heap.size(), heap.has(uid(a)), heap.get(uid(a))) == (1, False, None)
+    assert heap.peek() is b
+    heap.add(a)
+    assert (heap.size(), heap.has(uid(a)), heap.get(uid(a))) == (2, True, a)
+    assert drain(heap) == ["a", "b"]
+
+
+@KEYS
+def test_compaction_keeps_the_order(key: SortKeyFn | None) -> None:
+    heap = Heap(priority_first, key)
+    pods = [qinfo(f"p{i}", i % 7, at=i) for i in range(300)]
+    for p in pods:
+        heap.add(p)
+    # Deleting most pods rebuilds the heap from the live ones, more than once.
+    for i, p in enumerate(pods):
+        if i % 5:
+            assert heap.delete(uid(p))
+    kept = pods[::5]
+    assert heap.size() == len(kept)
+    assert [q.pod.metadata.name for q in heap.pod_infos()] == [p.pod.metadata.name for p in kept]
+    kept.sort(key=priority_key)
+    assert drain(heap) == [p.pod.metadata.name for p in kept]
+    assert heap.size() == 0
+
+
+def test_peek_leaves_the_head_and_skips_deleted_pods() -> None:
+    heap = Heap(priority_first, priority_key)
+    assert heap.peek() is None
+    a, b = qinfo("a", 5), qinfo("b", 1)
+    heap.add(a)
+    heap.add(b)
+    assert heap.peek() is a
+    assert heap.size() == 2
+    heap.delete(uid(a))
+    assert heap.peek() is b
+    assert heap.pop() is b
+    assert heap.peek() is None
