@@ -104,13 +104,9 @@ class BackoffQueue:
 
     def pop_all_backoff_completed(self) -> list[QueuedPodInfo]:
         """Every pod whose backoff is over, out of the queue."""
-        now = self.align(self._clock())
-        done: list[QueuedPodInfo] = []
-        for heap in (self._pods, self._errors):
-            while (qpi := heap.peek()) is not None and self.backoff_time(qpi) < now:
-                heap.pop()
-                done.append(qpi)
-        return done
+        # Every key starts with the pod's expiry.
+        now = (self.align(self._clock()),)
+        return self._pods.pop_below(now) + self._errors.pop_below(now)
 
     def _heap_for(self, qpi: QueuedPodInfo) -> Heap:
         """The heap the pod goes in (the error one if no plugin rejected it), the pod taken out of
@@ -119,7 +115,7 @@ class BackoffQueue:
             heap, other = self._pods, self._errors
         else:
             heap, other = self._errors, self._pods
-        uid = qpi.pod_info.pod.metadata.uid
+        uid = qpi.pod_info.pod.metadata.uid  # as Heap.add reads it, a call less than qpi.pod
         if other.has(uid):
             other.delete(uid)
         return heap

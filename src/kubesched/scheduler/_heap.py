@@ -106,17 +106,6 @@ class Heap:
     def pod_infos(self) -> Iterable[QueuedPodInfo]:
         return (e.qpi for e in self._entries.values())
 
-    def peek(self) -> QueuedPodInfo | None:
-        """The head, left in the heap; ``None`` if the heap is empty."""
-        items = self._items
-        while items:
-            entry: _Entry = items[0][-1]
-            if entry.alive:
-                return entry.qpi
-            heapq.heappop(items)
-            self._dead -= 1
-        return None
-
     def pop(self) -> QueuedPodInfo | None:
         """The head, out of the heap; ``None`` if the heap is empty."""
         items = self._items
@@ -127,3 +116,20 @@ class Heap:
                 return entry.qpi
             self._dead -= 1
         return None
+
+    def pop_below(self, bound: tuple[int | float, ...]) -> list[QueuedPodInfo]:
+        """The pods whose sort key is below ``bound``, out of the heap in order (keys compare as
+        tuples: ``(t,)`` is above every key that starts with ``t``). The heap has a sort key."""
+        items, out = self._items, []
+        while items:
+            entry: _Entry = items[0][-1]
+            if entry.alive:
+                assert entry.key is not None  # only a heap with a sort key has keys to bound
+                if entry.key >= bound:
+                    break
+                del self._entries[entry.qpi.pod_info.pod.metadata.uid]
+                out.append(entry.qpi)
+            else:
+                self._dead -= 1
+            heapq.heappop(items)
+        return out

@@ -75,8 +75,8 @@ def test_adding_a_pod_again_sorts_it_again(key: SortKeyFn | None) -> None:
     a = reprioritized(a, 9)
     heap.add(a)
     assert heap.size() == 3
-    assert heap.peek() is a
     assert heap.get(uid(a)) is a
+    assert heap.pop() is a
     heap.add(reprioritized(a, 0))
     assert drain(heap) == ["c", "b", "a"]
 
@@ -90,7 +90,6 @@ def test_delete_then_add_again(key: SortKeyFn | None) -> None:
     assert heap.delete(uid(a))
     assert not heap.delete(uid(a))
     assert (heap.size(), heap.has(uid(a)), heap.get(uid(a))) == (1, False, None)
-    assert heap.peek() is b
     heap.add(a)
     assert (heap.size(), heap.has(uid(a)), heap.get(uid(a))) == (2, True, a)
     assert drain(heap) == ["a", "b"]
@@ -114,15 +113,23 @@ def test_compaction_keeps_the_order(key: SortKeyFn | None) -> None:
     assert heap.size() == 0
 
 
-def test_peek_leaves_the_head_and_skips_deleted_pods() -> None:
-    heap = Heap(priority_first, priority_key)
-    assert heap.peek() is None
-    a, b = qinfo("a", 5), qinfo("b", 1)
-    heap.add(a)
-    heap.add(b)
-    assert heap.peek() is a
-    assert heap.size() == 2
-    heap.delete(uid(a))
-    assert heap.peek() is b
-    assert heap.pop() is b
-    assert heap.peek() is None
+def test_pop_below_takes_the_pods_keyed_below_the_bound_in_order() -> None:
+    heap = Heap(priority_first, by_timestamp)
+    assert heap.pop_below((9.0,)) == []
+    pods = {n: qinfo(n, 0, at) for n, at in (("c", 3.0), ("a", 1.0), ("gone", 1.5), ("b", 2.0))}
+    for p in pods.values():
+        heap.add(p)
+    heap.delete(uid(pods["gone"]))
+    assert heap.pop_below((1.0,)) == []
+    assert heap.pop_below((2.0,)) == [pods["a"]]
+    assert heap.pop_below((3.5,)) == [pods["b"], pods["c"]]
+    assert (heap.size(), heap.pop()) == (0, None)
+
+
+def test_pop_below_leaves_keys_that_start_with_the_bound() -> None:
+    heap = Heap(priority_first, lambda q: (q.timestamp, q.pod.spec.priority or 0))
+    at_two, at_one = qinfo("at-two", 5, 2.0), qinfo("at-one", 5, 1.0)
+    heap.add(at_two)
+    heap.add(at_one)
+    assert heap.pop_below((2.0,)) == [at_one]
+    assert heap.has(uid(at_two))
