@@ -85,7 +85,8 @@ class Heap:
         key = None if self._sort_key is None else self._sort_key(qpi)
         entry = _Entry(qpi, self._less, key)
         self._entries[uid] = entry
-        heapq.heappush(self._items, entry.item())
+        # entry.item() written out: a call less on every add.
+        heapq.heappush(self._items, (entry,) if key is None else (*key, entry))
 
     def delete(self, uid: str) -> bool:
         entry = self._entries.pop(uid, None)
