@@ -6,6 +6,7 @@ that a delete costs a dict lookup instead of a search of the heap (docs/queue.md
 
 from __future__ import annotations
 
+import copy
 import heapq
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -93,6 +94,9 @@ class Heap:
         if entry is None:
             return False
         entry.alive = False
+        # The dead entry stays in the heap until it surfaces, compared through ``less``: it
+        # must keep comparing as it did, whatever becomes of the pod's QueuedPodInfo.
+        entry.qpi = copy.copy(entry.qpi)
         self._dead += 1
         if self._dead > _COMPACT_AFTER and self._dead > len(self._entries):
             self._items = [e.item() for e in self._entries.values()]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import enum
 import logging
 import math
@@ -232,6 +233,10 @@ class SchedulingQueue:
             return
         qpi = part.get(uid)
         assert qpi is not None  # the index and the sub-queue agree (_enter, _leave)
+        if part is self._active_q or part is self._backoff_q:
+            # A new QueuedPodInfo: the heap's old entry for the pod still compares through the
+            # one it holds until it surfaces (an update in place broke the heap's order).
+            qpi = copy.copy(qpi)
         qpi.pod_info = PodInfo.of(new)
         self._nominator.update_nominated_pod(old or new, qpi.pod_info)
         if part is self._active_q:

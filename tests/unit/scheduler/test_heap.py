@@ -133,3 +133,18 @@ def test_pop_below_leaves_keys_that_start_with_the_bound() -> None:
     heap.add(at_one)
     assert heap.pop_below((2.0,)) == [at_one]
     assert heap.has(uid(at_two))
+
+
+def test_a_removed_pod_changed_afterwards_leaves_the_others_in_order() -> None:
+    """A removed entry stays in the heap until it surfaces and still takes part in its
+    comparisons: what becomes of the pod's QueuedPodInfo once it left (requeued elsewhere,
+    made more or less important) must not change how that entry compares."""
+    heap = Heap(priority_first, None)
+    priorities = [13, 9, 11, 9, 5, 17, 8]
+    pods = [qinfo(f"p{i}", priority=p, at=i) for i, p in enumerate(priorities)]
+    for x in pods:
+        heap.add(x)
+    gone = pods[0]
+    heap.delete(uid(gone))
+    gone.pod_info = reprioritized(gone, -5).pod_info
+    assert drain(heap) == ["p5", "p2", "p1", "p3", "p6", "p4"]

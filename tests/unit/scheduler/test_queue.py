@@ -1126,3 +1126,19 @@ def test_a_pod_in_flight_enters_no_sub_queue(caplog: pytest.LogCaptureFixture) -
     assert q.where(uid(pod)) == "in-flight"
     assert q.try_pop() is None
     assert "pod default/p is in flight; not queued in active" in caplog.text
+
+
+def test_a_pod_updated_in_the_heap_leaves_the_others_in_order() -> None:
+    """A removed entry stays in the heap until it surfaces and still takes part in its
+    comparisons: the update of a pod must not change what its old entry compares by (pods a,
+    b, c of priority 1, 2, 3; a raised to 9 comes out first, then c, then b)."""
+    clock = FakeClock()
+    q = make_queue(clock)
+    pods = {
+        name: make_pod(name, spec={"priority": p}) for name, p in (("a", 1), ("b", 2), ("c", 3))
+    }
+    for p in pods.values():
+        q.add(p)
+        clock.step(1)
+    q.update(pods["a"], with_spec(pods["a"], priority=9))
+    assert [pop(q).pod.metadata.name for _ in range(3)] == ["a", "c", "b"]
