@@ -102,6 +102,12 @@ class NodeInfo:
         self.pods[info.uid] = info
         self._account(info, 1)
 
+    def contents(self) -> tuple[Node | PodInfo | None, ...]:
+        """The Node object and the pods, in order: all a verdict on the node can read of it.
+        Equal contents (the same objects) mean an earlier verdict still holds; unlike
+        :attr:`generation`, trials that changed the node and undid it do not tell."""
+        return (self.node, *self.pods.values())
+
     def remove_pod(self, uid: str) -> PodInfo | None:
         info = self.pods.pop(uid, None)
         if info is not None:

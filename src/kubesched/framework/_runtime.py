@@ -593,7 +593,7 @@ class Framework:
                 kept is not None
                 and kept.key == key
                 and kept.nominated == tuple(nominated)
-                and kept.content == (info.node, *info.pods.values())
+                and kept.content == info.contents()
             ):
                 out.append((info, kept.status))
             else:
@@ -615,8 +615,7 @@ class Framework:
         verdicts = {slot: status for slots, status in rejected for slot in slots.tolist()}
         for info, nominated in fresh:
             status = verdicts.get(info.slot)
-            content = (info.node, *info.pods.values())
-            kept_verdicts[info.name] = _Verdict(key, tuple(nominated), content, status)
+            kept_verdicts[info.name] = _Verdict(key, tuple(nominated), info.contents(), status)
             out.append((info, status))
         return out
 

@@ -458,7 +458,7 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
             # Its own nomination does not count for the pod itself, for other pods it does.
             return self.select_victims_on_node(state.clone(), pod, info, pdbs, clock)
         where = tuple(handle.snapshot.node_of_pod(pi.uid) for pi in nominated)
-        content = (info.node, *info.pods.values())
+        content = info.contents()
         kept = self._dry_runs.get(info.name)
         if (
             kept is not None
