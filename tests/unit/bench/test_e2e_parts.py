@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, cast
 import pytest
 from click.testing import CliRunner
 
+from bench_results import e2e_result
 from kubesched import cluster
 from kubesched.bench import BenchError, E2EFailure, E2EResult, run_e2e, workload
 from kubesched.bench import _e2e as e2e
@@ -23,44 +24,6 @@ from kubesched.kube import APIConnectionError
 
 if TYPE_CHECKING:
     from kubesched.kube import APIClient
-
-
-def figures(scheduler: str) -> E2EResult:
-    return E2EResult(
-        scheduler=scheduler,
-        workload="small",
-        arrival="rate",
-        nodes=100,
-        init_pods=100,
-        measured_pods=500,
-        pods_bound=500,
-        events_written=500,
-        throughput_pods_per_s=100.0,
-        throughput_interval_s=1.0,
-        throughput_series=[100.0],
-        throughput_window_p50=100.0,
-        throughput_window_max=100.0,
-        latency_p50_s=0.1,
-        latency_p90_s=0.2,
-        latency_p99_s=0.3,
-        latency_max_s=0.4,
-        latency_mean_s=0.15,
-        startup_s=None,
-        cpu_s=2.0,
-        cpu_per_pod_ms=4.0,
-        cpu_total_s=3.0,
-        peak_rss_bytes=50_000_000,
-        overcommitted_nodes=0,
-        unbound_pods=0,
-        constraint_violations=0,
-        cpu_fraction_std=0.1,
-        cpu_fraction_mean=0.3,
-        creation_pods_per_s=500.0,
-        measured_duration_s=5.0,
-        apiserver_cpu_s=4.0,
-        bench_client_cpu_s=0.5,
-        kubernetes_version="v1.34.4",
-    )
 
 
 class FakeControlPlanes:
@@ -84,7 +47,7 @@ class FakeControlPlanes:
         self.log.append(f"measure {which} on {cluster}")
         if which in self.fail:
             raise self.fail[which]
-        return figures(which)
+        return e2e_result(which)
 
 
 @pytest.fixture

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from bench_results import e2e_result
 from kubesched.bench import (
-    E2EResult,
     compare,
     comparison_line,
     core_table,
@@ -18,46 +18,8 @@ from kubesched.bench import (
 )
 
 
-def result(scheduler: str, throughput: float, *, events: int = 500) -> E2EResult:
-    return E2EResult(
-        scheduler=scheduler,
-        workload="small",
-        arrival="rate",
-        nodes=100,
-        init_pods=100,
-        measured_pods=500,
-        pods_bound=500,
-        events_written=events,
-        throughput_pods_per_s=throughput,
-        throughput_interval_s=1.0,
-        throughput_series=[10.0, throughput, throughput * 2],
-        throughput_window_p50=throughput,
-        throughput_window_max=throughput * 2,
-        latency_p50_s=0.1,
-        latency_p90_s=0.2,
-        latency_p99_s=0.3,
-        latency_max_s=0.4,
-        latency_mean_s=0.15,
-        startup_s=None,
-        cpu_s=2.0,
-        cpu_per_pod_ms=4.0,
-        cpu_total_s=3.0,
-        peak_rss_bytes=50_000_000,
-        overcommitted_nodes=0,
-        unbound_pods=0,
-        constraint_violations=0,
-        cpu_fraction_std=0.1,
-        cpu_fraction_mean=0.3,
-        creation_pods_per_s=500.0,
-        measured_duration_s=5.0,
-        apiserver_cpu_s=4.0,
-        bench_client_cpu_s=0.5,
-        kubernetes_version="v1.34.4",
-    )
-
-
 def test_e2e_table_has_a_column_per_scheduler() -> None:
-    text = e2e_table([result("kubesched", 90.0), result("kube-scheduler", 120.0)])
+    text = e2e_table([e2e_result("kubesched", 90.0), e2e_result("kube-scheduler", 120.0)])
     lines = text.splitlines()
     assert lines[0].startswith("bench e2e: workload small, 100 nodes")
     assert lines[0].endswith("500 measured pods, rate arrival")
@@ -76,7 +38,7 @@ def test_e2e_table_has_a_column_per_scheduler() -> None:
 
 
 def test_ratios_when_both_wrote_an_event_per_pod() -> None:
-    ours, theirs = result("kubesched", 90.0), result("kube-scheduler", 120.0)
+    ours, theirs = e2e_result("kubesched", 90.0), e2e_result("kube-scheduler", 120.0)
     theirs.cpu_per_pod_ms = 8.0
     c = compare([ours, theirs])
     assert c.comparable
@@ -94,7 +56,7 @@ def test_ratios_when_both_wrote_an_event_per_pod() -> None:
 @pytest.mark.parametrize("short", ["kubesched", "kube-scheduler"])
 def test_not_comparable_when_a_scheduler_wrote_fewer_events(short: str) -> None:
     runs = [
-        result(name, 100.0, events=102 if name == short else 500)
+        e2e_result(name, 100.0, events=102 if name == short else 500)
         for name in ("kubesched", "kube-scheduler")
     ]
     c = compare(runs)
@@ -109,11 +71,11 @@ def test_not_comparable_when_a_scheduler_wrote_fewer_events(short: str) -> None:
 
 
 def test_one_scheduler_alone_is_not_compared() -> None:
-    c = compare([result("kubesched", 90.0)])
+    c = compare([e2e_result("kubesched", 90.0)])
     assert not c.comparable
     assert (c.throughput_ratio, c.peak_rss_ratio) == (None, None)
     assert "needs a run of each" in comparison_line(c)
-    assert "kubesched / kube-scheduler" not in e2e_table([result("kubesched", 90.0)], c)
+    assert "kubesched / kube-scheduler" not in e2e_table([e2e_result("kubesched", 90.0)], c)
 
 
 def test_core_table() -> None:
@@ -127,12 +89,16 @@ def test_core_table() -> None:
 def test_plot(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     out = tmp_path / "t.png"
-    plot_throughput([result("kubesched", 90.0), result("kube-scheduler", 120.0)], out)
+    plot_throughput([e2e_result("kubesched", 90.0), e2e_result("kube-scheduler", 120.0)], out)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_ratios_to_the_binders_ceiling() -> None:
-    runs = [result("kubesched", 90.0), result("kube-scheduler", 60.0), result("binder", 120.0)]
+    runs = [
+        e2e_result("kubesched", 90.0),
+        e2e_result("kube-scheduler", 60.0),
+        e2e_result("binder", 120.0),
+    ]
     c = compare(runs)
     assert c.comparable
     assert c.ceiling_pods_per_s == 120.0
@@ -144,16 +110,20 @@ def test_ratios_to_the_binders_ceiling() -> None:
 
 def test_no_ratio_to_the_ceiling_for_a_run_short_of_events() -> None:
     runs = [
-        result("kubesched", 90.0, events=100),
-        result("kube-scheduler", 60.0),
-        result("binder", 120.0),
+        e2e_result("kubesched", 90.0, events=100),
+        e2e_result("kube-scheduler", 60.0),
+        e2e_result("binder", 120.0),
     ]
     c = compare(runs)
     assert not c.comparable
     assert c.of_ceiling == {"kube-scheduler": 0.5}
     # A binder short of events is no ceiling for anyone, and does not affect the comparison.
     c = compare(
-        [result("kubesched", 90.0), result("kube-scheduler", 60.0), result("binder", 1, events=3)]
+        [
+            e2e_result("kubesched", 90.0),
+            e2e_result("kube-scheduler", 60.0),
+            e2e_result("binder", 1, events=3),
+        ]
     )
     assert c.comparable
     assert c.of_ceiling == {}
@@ -161,11 +131,16 @@ def test_no_ratio_to_the_ceiling_for_a_run_short_of_events() -> None:
 
 def test_summary_table_one_line_per_workload_with_upstreams_threshold() -> None:
     ok = compare(
-        [result("kubesched", 90.0), result("kube-scheduler", 60.0), result("binder", 120.0)],
+        [
+            e2e_result("kubesched", 90.0),
+            e2e_result("kube-scheduler", 60.0),
+            e2e_result("binder", 120.0),
+        ],
         threshold=270,
     )
     short = compare(
-        [result("kubesched", 90.0, events=100), result("kube-scheduler", 60.0)], threshold=None
+        [e2e_result("kubesched", 90.0, events=100), e2e_result("kube-scheduler", 60.0)],
+        threshold=None,
     )
     assert (ok.upstream_threshold, ok.arrival) == (270, "rate")
     lines = summary_table([ok, short]).splitlines()
