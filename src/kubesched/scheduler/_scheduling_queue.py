@@ -370,7 +370,9 @@ class SchedulingQueue:
         accept a pod for it to be considered at all.
         """
         if self._of_interest(event):
-            pods = self._unschedulable_pods.pod_infos()
+            pods = self._unschedulable_pods.reachable(
+                lambda gate: bool(self._matching(gate, event))
+            )
         else:
             # No registered event matches: only pods that any event moves.
             pods = self._unschedulable_pods.catch_all()

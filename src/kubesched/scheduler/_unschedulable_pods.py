@@ -16,8 +16,10 @@ GATED = "gated"
 class UnschedulablePods:
     """Pods rejected by plugins, or gated by a PreEnqueue plugin, keyed by UID.
 
-    Besides the gated ones, it keeps apart the pods any event may move: those no plugin rejected
-    (an error) or rejected by a plugin that registered no events.
+    It keeps apart the pods any event may move (those no plugin rejected, an error, or rejected
+    by a plugin that registered no events), and the gated pods by their gating plugin: an event
+    reaches a gated pod only if its gating plugin registered a matching one, and thousands of
+    pods gated alike need not each be looked at for every event that cannot lift their gate.
     """
 
     name = UNSCHEDULABLE
@@ -28,11 +30,14 @@ class UnschedulablePods:
         self._registered = plugins_with_events
         self._incoming = incoming
         self._pods: dict[str, QueuedPodInfo] = {}
-        self._gated: set[str] = set()
+        #: The pods not gated (an insertion-ordered set), and the gated ones by gating plugin.
+        self._ungated: dict[str, None] = {}
+        self._gates: dict[str, dict[str, None]] = {}
+        self._gate_of: dict[str, str] = {}
         #: How many pods wait here, and how many of them are gated (the containers' own
         #: ``__len__``, cheap on the hot path).
         self.size: Callable[[], int] = self._pods.__len__
-        self.gated_size: Callable[[], int] = self._gated.__len__
+        self.gated_size: Callable[[], int] = self._gate_of.__len__
         self._catch_all: set[str] = set()
 
     def add(self, qpi: QueuedPodInfo, event: str) -> None:
@@ -42,10 +47,12 @@ class UnschedulablePods:
             counts = self._incoming
             counts[event] = counts.get(event, 0) + 1
         self._pods[uid] = qpi
+        self._ungate(uid)
         if qpi.gated_by:
-            self._gated.add(uid)
+            self._gate_of[uid] = qpi.gated_by
+            self._gates.setdefault(qpi.gated_by, {})[uid] = None
         else:
-            self._gated.discard(uid)
+            self._ungated[uid] = None
         rejectors = qpi.unschedulable_plugins | qpi.pending_plugins
         if not rejectors or any(p not in self._registered for p in rejectors):
             self._catch_all.add(uid)
@@ -55,18 +62,38 @@ class UnschedulablePods:
     def delete(self, uid: str) -> bool:
         if self._pods.pop(uid, None) is None:
             return False
-        self._gated.discard(uid)
+        self._ungate(uid)
         self._catch_all.discard(uid)
         return True
+
+    def _ungate(self, uid: str) -> None:
+        """Take the pod out of its group, gated or not."""
+        self._ungated.pop(uid, None)
+        gate = self._gate_of.pop(uid, None)
+        if gate is not None:
+            uids = self._gates[gate]
+            del uids[uid]
+            if not uids:
+                del self._gates[gate]
 
     def get(self, uid: str) -> QueuedPodInfo | None:
         return self._pods.get(uid)
 
     def gated(self, uid: str) -> bool:
-        return uid in self._gated
+        return uid in self._gate_of
 
     def pod_infos(self) -> list[QueuedPodInfo]:
         return list(self._pods.values())
+
+    def reachable(self, gate_lifted_by: Callable[[str], bool]) -> list[QueuedPodInfo]:
+        """The pods an event may reach: those not gated, and the gated ones whose gating plugin
+        ``gate_lifted_by`` accepts (it registered an event matching this one)."""
+        pods = self._pods
+        out = [pods[uid] for uid in self._ungated]
+        for gate, uids in self._gates.items():
+            if gate_lifted_by(gate):
+                out.extend(pods[uid] for uid in uids)
+        return out
 
     def catch_all(self) -> list[QueuedPodInfo]:
         """The pods any event may move."""

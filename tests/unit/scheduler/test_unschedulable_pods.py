@@ -66,3 +66,33 @@ def test_pods_any_event_moves_are_those_without_a_registered_rejector() -> None:
     pods.add(silent, "UnschedulablePodUpdate")
     pods.delete(uid(erred))
     assert pods.catch_all() == []
+
+
+def test_an_event_reaches_the_pods_not_gated_and_those_its_gating_plugin_may_lift() -> None:
+    """Gated pods are kept by gating plugin: an event that cannot lift a plugin's gate does not
+    reach any of the pods it gates (nor is each of them looked at)."""
+    pods = UnschedulablePods({"Fit", "SchedulingGates", "DefaultPreemption"}, {})
+    plain = qinfo("plain", "Fit")
+    gates = [qinfo(f"gates-{i}", "SchedulingGates", gated_by="SchedulingGates") for i in range(3)]
+    preempting = qinfo("preempting", "Fit", "DefaultPreemption", gated_by="DefaultPreemption")
+    for q in (plain, *gates, preempting):
+        pods.add(q, "ScheduleAttemptFailure")
+
+    def names(lifted: set[str]) -> list[str]:
+        return sorted(q.pod.metadata.name for q in pods.reachable(lifted.__contains__))
+
+    assert names(set()) == ["plain"]
+    assert names({"DefaultPreemption"}) == ["plain", "preempting"]
+    assert names({"SchedulingGates", "DefaultPreemption"}) == sorted(
+        ["plain", "preempting", "gates-0", "gates-1", "gates-2"]
+    )
+    # A pod no longer gated, one gated by another plugin now, one gone: the groups follow.
+    gates[0].gated_by = ""
+    pods.add(gates[0], "UnschedulablePodUpdate")
+    preempting.gated_by = "SchedulingGates"
+    pods.add(preempting, "UnschedulablePodUpdate")
+    pods.delete(uid(gates[1]))
+    assert names(set()) == ["gates-0", "plain"]
+    assert names({"SchedulingGates"}) == ["gates-0", "gates-2", "plain", "preempting"]
+    assert names({"DefaultPreemption"}) == ["gates-0", "plain"]
+    assert pods.gated_size() == 2
