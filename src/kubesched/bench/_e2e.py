@@ -85,8 +85,8 @@ ARRIVALS = (ARRIVAL_RATE, ARRIVAL_BACKLOG)
 
 
 @dataclass(slots=True)
-class E2EResult:
-    """One scheduler, one fresh control plane."""
+class _E2ERun:
+    """What every run of the report names: the scheduler and the workload at its sizes."""
 
     scheduler: str
     workload: str
@@ -95,6 +95,16 @@ class E2EResult:
     nodes: int
     init_pods: int
     measured_pods: int
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = msgspec.to_builtins(self)
+        return out
+
+
+@dataclass(slots=True)
+class E2EResult(_E2ERun):
+    """One scheduler, one fresh control plane."""
+
     #: Measured pods bound by the end of the run.
     pods_bound: int
     #: Measured pods with a ``Scheduled`` event in the API server at the end of the run
@@ -137,32 +147,18 @@ class E2EResult:
     load_average: tuple[float, float] = (0.0, 0.0)
     errors: list[str] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = msgspec.to_builtins(self)
-        return out
-
 
 @dataclass(slots=True)
-class E2EFailure:
+class E2EFailure(_E2ERun):
     """A run that did not finish: the report gives what failed, and where, instead of figures.
     The other schedulers' runs are parts of their own, each on its own control plane."""
 
-    scheduler: str
-    workload: str
-    arrival: str
-    nodes: int
-    init_pods: int
-    measured_pods: int
     error: str
     #: Measured pods bound when the run failed, if the measured phase had begun.
     pods_bound: int | None = None
     #: The scheduler's peak RSS when the run failed, if it was running: memory side by side
     #: even when the other scheduler's run broke down.
     peak_rss_bytes: int | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = msgspec.to_builtins(self)
-        return out
 
 
 def scheduler_config() -> dict[str, Any]:
