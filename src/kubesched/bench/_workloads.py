@@ -169,6 +169,12 @@ def pod_with_topology_spreading(name: str, namespace: str) -> Json:
     return _spreading(pod_default(name, namespace), "blue", "DoNotSchedule")
 
 
+def pod_with_preferred_topology_spreading(name: str, namespace: str) -> Json:
+    """``pod-with-preferred-topology-spreading.yaml``: as ``pod-with-topology-spreading``, but
+    ScheduleAnyway (a preference scored, not a filter)."""
+    return _spreading(pod_default(name, namespace), "blue", "ScheduleAnyway")
+
+
 def daemonset_pod(name: str, namespace: str, node: str) -> Json:
     """``daemonset-pod.yaml``: a pause container, no requests, bound to ``node`` by required node
     affinity on ``metadata.name`` (``matchFields``), as the DaemonSet controller pins its pods."""
@@ -467,6 +473,18 @@ UPSTREAM: dict[str, Workload] = {
             threshold=85,
         ),
         Workload(
+            name="PreferredTopologySpreading/5000Nodes_5000Pods",
+            description="nodes in zones moon-1..3, pod-default init pods, "
+            "pod-with-preferred-topology-spreading measured (topology_spreading)",
+            nodes=5000,
+            init_pods=5000,
+            measured_pods=5000,
+            node=node_spread,
+            pod=_every(pod_with_preferred_topology_spreading),
+            init_pod=_basic_pod,
+            threshold=125,
+        ),
+        Workload(
             name="SchedulingNodeAffinity/5000Nodes_10000Pods",
             description="nodes in zone1, pod-with-node-affinity (affinity)",
             nodes=5000,
@@ -610,6 +628,7 @@ __all__ = [
     "pod_spread",
     "pod_with_node_affinity",
     "pod_with_pod_anti_affinity",
+    "pod_with_preferred_topology_spreading",
     "pod_with_topology_spreading",
     "workload",
 ]

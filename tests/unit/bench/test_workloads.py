@@ -116,6 +116,7 @@ UPSTREAM_SIZES = {
     "SchedulingDaemonset/15000Nodes": (15001, 0, 30000, 390),
     "SchedulingPodAntiAffinity/5000Nodes_2000Pods": (5000, 1000, 2000, 60),
     "TopologySpreading/5000Nodes_5000Pods": (5000, 5000, 5000, 85),
+    "PreferredTopologySpreading/5000Nodes_5000Pods": (5000, 5000, 5000, 125),
     "SchedulingNodeAffinity/5000Nodes_10000Pods": (5000, 5000, 10000, 220),
     "Unschedulable/5kNodes/100Init/10kPods": (5000, 100, 10000, 170),
     "SchedulingWhileGated/1Node_10000GatedPods": (1, 10000, 20000, 130),
@@ -156,15 +157,17 @@ def test_anti_affinity_pods() -> None:
         assert pod_requests(p) == {"cpu": 100, "memory": 500 << 20}
 
 
-def test_topology_spreading_measured_pods_spread_init_pods_do_not() -> None:
-    name = "TopologySpreading/5000Nodes_5000Pods"
+@pytest.mark.parametrize(
+    ("name", "when"),
+    [
+        ("TopologySpreading/5000Nodes_5000Pods", "DoNotSchedule"),
+        ("PreferredTopologySpreading/5000Nodes_5000Pods", "ScheduleAnyway"),
+    ],
+)
+def test_topology_spreading_measured_pods_spread_init_pods_do_not(name: str, when: str) -> None:
     for p in pods_of(name):
         (c,) = p.spec.topology_spread_constraints
-        assert (c.max_skew, c.topology_key, c.when_unsatisfiable) == (
-            5,
-            ZONE_LABEL,
-            "DoNotSchedule",
-        )
+        assert (c.max_skew, c.topology_key, c.when_unsatisfiable) == (5, ZONE_LABEL, when)
         assert p.metadata.labels == {"color": "blue"}
     assert all(not p.spec.topology_spread_constraints for p in pods_of(name, init=True))
     zones = {workload(name).make_node(i)["metadata"]["labels"][ZONE_LABEL] for i in range(3)}
