@@ -163,6 +163,26 @@ def pod_with_pod_anti_affinity(name: str, namespace: str) -> Json:
     return pod
 
 
+def pod_with_pod_affinity(name: str, namespace: str) -> Json:
+    """``pod-with-pod-affinity.yaml``: ``pod-default`` labelled ``color: blue`` with required
+    affinity to blue pods by zone (in the pod's own namespace: upstream's template names its
+    two, ``sched-0`` and ``sched-1``)."""
+    pod = pod_default(name, namespace)
+    pod["metadata"]["labels"] = {COLOR: "blue"}
+    pod["spec"]["affinity"] = {
+        "podAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {"matchLabels": {COLOR: "blue"}},
+                    "topologyKey": ZONE_LABEL,
+                    "namespaces": [namespace],
+                }
+            ]
+        }
+    }
+    return pod
+
+
 def pod_with_topology_spreading(name: str, namespace: str) -> Json:
     """``pod-with-topology-spreading.yaml``: ``pod-default`` labelled ``color: blue``, maxSkew 5
     by zone among blue pods, DoNotSchedule."""
@@ -461,6 +481,17 @@ UPSTREAM: dict[str, Workload] = {
             threshold=60,
         ),
         Workload(
+            name="SchedulingPodAffinity/5000Nodes_5000Pods",
+            description="nodes in zone1, pod-with-pod-affinity for init and measured pods "
+            "(affinity)",
+            nodes=5000,
+            init_pods=5000,
+            measured_pods=5000,
+            node=_zone1_node,
+            pod=_every(pod_with_pod_affinity),
+            threshold=35,
+        ),
+        Workload(
             name="TopologySpreading/5000Nodes_5000Pods",
             description="nodes in zones moon-1..3, pod-default init pods, "
             "pod-with-topology-spreading measured (topology_spreading)",
@@ -627,6 +658,7 @@ __all__ = [
     "pod_mixed",
     "pod_spread",
     "pod_with_node_affinity",
+    "pod_with_pod_affinity",
     "pod_with_pod_anti_affinity",
     "pod_with_preferred_topology_spreading",
     "pod_with_topology_spreading",

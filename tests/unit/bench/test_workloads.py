@@ -115,6 +115,7 @@ UPSTREAM_SIZES = {
     "SchedulingBasic/5000Nodes_50000Pods": (5000, 5000, 50000, None),
     "SchedulingDaemonset/15000Nodes": (15001, 0, 30000, 390),
     "SchedulingPodAntiAffinity/5000Nodes_2000Pods": (5000, 1000, 2000, 60),
+    "SchedulingPodAffinity/5000Nodes_5000Pods": (5000, 5000, 5000, 35),
     "TopologySpreading/5000Nodes_5000Pods": (5000, 5000, 5000, 85),
     "PreferredTopologySpreading/5000Nodes_5000Pods": (5000, 5000, 5000, 125),
     "SchedulingNodeAffinity/5000Nodes_10000Pods": (5000, 5000, 10000, 220),
@@ -155,6 +156,17 @@ def test_anti_affinity_pods() -> None:
         )
         assert (term.topology_key, term.namespaces) == ("kubernetes.io/hostname", ["ns"])
         assert pod_requests(p) == {"cpu": 100, "memory": 500 << 20}
+
+
+def test_pod_affinity_pods_on_zone1_nodes() -> None:
+    name = "SchedulingPodAffinity/5000Nodes_5000Pods"
+    for p in [*pods_of(name), *pods_of(name, init=True)]:
+        assert p.metadata.labels == {"color": "blue"}
+        assert p.spec.affinity is not None
+        assert p.spec.affinity.pod_affinity is not None
+        (term,) = p.spec.affinity.pod_affinity.required_during_scheduling_ignored_during_execution
+        assert (term.topology_key, term.namespaces) == (ZONE_LABEL, ["ns"])
+    assert workload(name).make_node(0)["metadata"]["labels"][ZONE_LABEL] == "zone1"
 
 
 @pytest.mark.parametrize(
