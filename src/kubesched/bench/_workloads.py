@@ -145,41 +145,27 @@ def pod_with_node_affinity(name: str, namespace: str) -> Json:
 
 def pod_with_pod_anti_affinity(name: str, namespace: str) -> Json:
     """``pod-with-pod-anti-affinity.yaml``: ``pod-default`` labelled ``color: green`` with
-    required anti-affinity to green pods by hostname (in the pod's own namespace: upstream's
-    template names its two, ``sched-0`` and ``sched-1``)."""
-    pod = pod_default(name, namespace)
-    pod["metadata"]["labels"] = {COLOR: "green"}
-    pod["spec"]["affinity"] = {
-        "podAntiAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": [
-                {
-                    "labelSelector": {"matchLabels": {COLOR: "green"}},
-                    "topologyKey": HOSTNAME_LABEL,
-                    "namespaces": [namespace],
-                }
-            ]
-        }
-    }
-    return pod
+    required anti-affinity to green pods by hostname."""
+    return _required(pod_default(name, namespace), "podAntiAffinity", "green", HOSTNAME_LABEL)
 
 
 def pod_with_pod_affinity(name: str, namespace: str) -> Json:
     """``pod-with-pod-affinity.yaml``: ``pod-default`` labelled ``color: blue`` with required
-    affinity to blue pods by zone (in the pod's own namespace: upstream's template names its
-    two, ``sched-0`` and ``sched-1``)."""
-    pod = pod_default(name, namespace)
-    pod["metadata"]["labels"] = {COLOR: "blue"}
-    pod["spec"]["affinity"] = {
-        "podAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": [
-                {
-                    "labelSelector": {"matchLabels": {COLOR: "blue"}},
-                    "topologyKey": ZONE_LABEL,
-                    "namespaces": [namespace],
-                }
-            ]
-        }
+    affinity to blue pods by zone."""
+    return _required(pod_default(name, namespace), "podAffinity", "blue", ZONE_LABEL)
+
+
+def _required(pod: Json, kind: str, color: str, topology_key: str) -> Json:
+    """``pod`` labelled ``color`` with a required ``kind`` (``podAffinity`` or
+    ``podAntiAffinity``) term to the pods of that color by ``topology_key``, in the pod's own
+    namespace: upstream's templates name their two, ``sched-0`` and ``sched-1``."""
+    pod["metadata"]["labels"] = {COLOR: color}
+    term = {
+        "labelSelector": {"matchLabels": {COLOR: color}},
+        "topologyKey": topology_key,
+        "namespaces": [pod["metadata"]["namespace"]],
     }
+    pod["spec"]["affinity"] = {kind: {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
     return pod
 
 
