@@ -113,24 +113,23 @@ class Snapshot:
         if info is None:
             raise KeyError(f"node {node_name!r} is not in the snapshot")
         trial = NodeTrial(self, info, rows=rows)
-        order = list(info.pods)
         try:
             yield trial
         finally:
-            trial.undo(order)
+            trial.undo()
 
     @contextlib.contextmanager
     def trials(self, nodes: Iterable[NodeInfo]) -> Iterator[list[NodeTrial]]:
         """:meth:`trial` on several nodes at once, table rows included: what-if changes of
         different nodes that one vectorized Filter pass then judges together."""
-        started: list[tuple[NodeTrial, list[str]]] = []
+        started: list[NodeTrial] = []
         try:
             for info in nodes:
-                started.append((NodeTrial(self, info, rows=True), list(info.pods)))
-            yield [t for t, _ in started]
+                started.append(NodeTrial(self, info, rows=True))
+            yield started
         finally:
-            for t, order in reversed(started):
-                t.undo(order)
+            for t in reversed(started):
+                t.undo()
 
     # -- nodes ------------------------------------------------------------------------------
 
@@ -318,7 +317,7 @@ class NodeTrial:
     the node's NodeInfo and its table row (which vectorized plugins read) only: which node
     counts each pod, the pods index and the PVCs in use stay as the cluster has them."""
 
-    __slots__ = ("_journal", "_rows", "_snapshot", "node")
+    __slots__ = ("_journal", "_order", "_rows", "_snapshot", "node")
 
     def __init__(self, snapshot: Snapshot, node: NodeInfo, *, rows: bool = True) -> None:
         self._snapshot = snapshot
@@ -326,6 +325,8 @@ class NodeTrial:
         #: The node's NodeInfo: it reflects the changes while the trial lasts.
         self.node = node
         self._journal: list[tuple[bool, PodInfo]] = []
+        #: The node's pods in their order before the trial, restored by :meth:`undo`.
+        self._order = list(node.pods)
 
     def remove_pod(self, pod: PodInfo) -> None:
         """Stop counting ``pod`` (which must be counted on this node)."""
@@ -346,7 +347,7 @@ class NodeTrial:
             self._snapshot._sync_pods_row(self.node)
         self._journal.append((True, pod))
 
-    def undo(self, order: list[str]) -> None:
+    def undo(self) -> None:
         """Revert every change, last first, and restore the node's pod order."""
         if not self._journal:
             return
@@ -357,7 +358,7 @@ class NodeTrial:
                 node.remove_pod(pod.uid)
             else:
                 node.add_pod(pod)
-        pods = node.pods
+        pods, order = node.pods, self._order
         if list(pods) != order:
             kept = [(uid, pods[uid]) for uid in order]
             pods.clear()
