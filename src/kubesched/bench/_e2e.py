@@ -31,12 +31,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import os
 import sys
 import time
 import traceback
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,8 +54,8 @@ from kubesched.bench._proc import ProcessSample, sample
 from kubesched.bench._progress import Progress, Silent
 from kubesched.bench._retry import APIUnavailableError, patiently
 from kubesched.bench._stats import Summary, percentile, throughput_series
-from kubesched.bench._workloads import Workload
-from kubesched.kube import AlreadyExists, APIClient
+from kubesched.bench._workloads import CHURN_RECREATE, Churn, Workload
+from kubesched.kube import AlreadyExists, APIClient, NotFound
 
 #: The schedulers measured; ``binder`` decides nothing (the API server's ceiling: hack/binder,
 #: a Go program on client-go that binds round-robin and writes kube-scheduler's event).
@@ -145,6 +146,8 @@ class E2EResult(_E2ERun):
     kubernetes_version: str
     #: The machine's 1-minute load average when the measured phase started and ended.
     load_average: tuple[float, float] = (0.0, 0.0)
+    #: Objects the workload's churn created while the measured pods were scheduled.
+    churn_objects: int = 0
     errors: list[str] = field(default_factory=list)
 
 
@@ -307,6 +310,12 @@ async def _create_namespace(client: APIClient) -> None:
             "/api/v1/namespaces",
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
         )
+
+
+async def _delete(client: APIClient, path: str) -> None:
+    # A retried delete whose first attempt went through finds the object gone.
+    with contextlib.suppress(NotFound):
+        await client.delete(path)
 
 
 def _start_scheduler(
@@ -517,14 +526,40 @@ async def _measure(
             )
             created_at.append(time.monotonic())
 
-        async def churn(make: Callable[[int, str, str], Any]) -> None:
-            nonlocal errors
-            for i in itertools.count():
-                body = encoder.encode(make(i, f"churn-{i:05d}", NAMESPACE))
-                errors += await creator.create_all(
-                    pods_path, [body], what="creating churn pods", within=within, connections=1
-                )
-                await asyncio.sleep(shape.churn_interval_s)
+        churn_objects = 0
+
+        async def churn(spec: Churn) -> None:
+            nonlocal errors, churn_objects
+            # recreate mode: per slot, the paths of the objects it holds
+            slots: list[list[str]] = [[] for _ in range(spec.number)]
+            for tick in itertools.count():
+                held = slots[tick % spec.number]
+                if spec.mode == CHURN_RECREATE and held:
+                    for path in held:
+                        await patiently(
+                            functools.partial(_delete, client, path),
+                            what="deleting churn objects",
+                            within=within,
+                        )
+                    held.clear()
+                else:
+                    for resource, make in spec.templates:
+                        name = f"churn-{resource[:-1]}-{tick:05d}"
+                        namespace = None if resource == "nodes" else NAMESPACE
+                        path = api_path(resource, namespace=namespace)
+                        body = encoder.encode(make(tick, name, NAMESPACE))
+                        refused = await creator.create_all(
+                            path,
+                            [body],
+                            what=f"creating churn {resource}",
+                            within=within,
+                            connections=1,
+                        )
+                        errors += refused
+                        if not refused:
+                            held.append(f"{path}/{name}")
+                            churn_objects += 1
+                await asyncio.sleep(spec.interval_s)
 
         creating: asyncio.Task[None] | None = None
         launched: float | None = None
@@ -555,7 +590,7 @@ async def _measure(
             start = time.monotonic()
             creating = asyncio.create_task(create())
             background.append(creating)
-        churning = None if shape.churn_pod is None else asyncio.create_task(churn(shape.churn_pod))
+        churning = None if shape.churn is None else asyncio.create_task(churn(shape.churn))
         if churning is not None:
             background.append(churning)
 
@@ -664,6 +699,7 @@ async def _measure(
         bench_client_cpu_s=client_cpu,
         kubernetes_version=info.version,
         load_average=(load_start, load_end),
+        churn_objects=churn_objects,
         errors=errors[:20] + placement.violations[:20],
     )
 

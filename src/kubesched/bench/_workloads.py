@@ -123,6 +123,34 @@ def pod_high_priority_large_cpu(name: str, namespace: str) -> Json:
     return pod
 
 
+def node_churn(name: str) -> Json:
+    """``churn/node-default.yaml``: a Ready node of no labels that takes no pods (capacity
+    ``pods: 0``)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name},
+        "status": {
+            "capacity": {"pods": "0"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "phase": "Running",
+        },
+    }
+
+
+def service_churn(name: str, namespace: str) -> Json:
+    """``churn/service-default.yaml``: a service selecting ``app: foo``, TCP 8080."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "selector": {"app": "foo"},
+            "ports": [{"protocol": "TCP", "port": 8080, "targetPort": 8080}],
+        },
+    }
+
+
 def pod_with_node_affinity(name: str, namespace: str) -> Json:
     """``pod-with-node-affinity.yaml``: ``pod-default`` with required node affinity to zone1 or
     zone2."""
@@ -324,13 +352,31 @@ def node_name(index: int) -> str:
     return f"node-{index:05d}"
 
 
+CHURN_CREATE = "create"
+CHURN_RECREATE = "recreate"
+
+
+@dataclass(frozen=True, slots=True)
+class Churn:
+    """scheduler_perf's ``churn`` op, beside the measured pods: every ``interval_s``, one object
+    of each template. In ``create`` mode each object stays; in ``recreate`` mode a tick creates
+    the objects of slot ``tick % number`` when the slot is empty and deletes them when it is not
+    (with ``number`` 1: created, deleted, created ...)."""
+
+    #: ``(resource, template)``: ``pods``, ``services`` (in the bench's namespace) or ``nodes``;
+    #: the template takes the churn object's index, name and namespace.
+    templates: tuple[tuple[str, Callable[[int, str, str], Json]], ...]
+    mode: str = CHURN_CREATE
+    interval_s: float = 0.5
+    number: int = 1
+
+
 @dataclass(frozen=True, slots=True)
 class Workload:
     """A cluster shape and its default size.
 
     The init pods are created and (``init_pods_bind``) bound before measuring; the measured
-    pods are ``pod``; ``churn_pod`` is created every ``churn_interval_s`` while they are
-    scheduled, as scheduler_perf's ``churn`` op in ``create`` mode (pods that never fit).
+    pods are ``pod``; ``churn`` goes on while they are scheduled.
     """
 
     name: str
@@ -344,8 +390,7 @@ class Workload:
     init_pod: Callable[[int, str, str], Json] | None = None
     #: False for init pods no scheduler binds (gated, or larger than any node).
     init_pods_bind: bool = True
-    churn_pod: Callable[[int, str, str], Json] | None = None
-    churn_interval_s: float = 0.2
+    churn: Churn | None = None
     #: scheduler_perf's CI threshold for this workload (pods/s, v1.34.4), for reference.
     threshold: float | None = None
 
@@ -393,6 +438,10 @@ def _every(template: Callable[[str, str], Json]) -> Callable[[int, str, str], Js
         return template(name, namespace)
 
     return make
+
+
+def _churn_node(index: int, name: str, namespace: str) -> Json:
+    return node_churn(name)
 
 
 def _zone1_node(index: int, name: str) -> Json:
@@ -520,8 +569,28 @@ UPSTREAM: dict[str, Workload] = {
             measured_pods=10000,
             node=_basic_node,
             pod=_basic_pod,
-            churn_pod=_every(pod_high_priority_large_cpu),
+            churn=Churn((("pods", _every(pod_high_priority_large_cpu)),), interval_s=0.2),
             threshold=170,
+        ),
+        Workload(
+            name="SchedulingWithMixedChurn/5000Nodes_10000Pods",
+            description="pod-default; every second a node that takes no pods, a "
+            "pod-high-priority-large-cpu and a service created, the next second deleted (misc)",
+            nodes=5000,
+            init_pods=0,
+            measured_pods=10000,
+            node=_basic_node,
+            pod=_basic_pod,
+            churn=Churn(
+                (
+                    ("nodes", _churn_node),
+                    ("pods", _every(pod_high_priority_large_cpu)),
+                    ("services", _every(service_churn)),
+                ),
+                mode=CHURN_RECREATE,
+                interval_s=1.0,
+            ),
+            threshold=265,
         ),
         Workload(
             name="SchedulingWhileGated/1Node_10000GatedPods",
@@ -546,6 +615,19 @@ UPSTREAM: dict[str, Workload] = {
             node=_basic_node,
             pod=_every(pod_high_priority),
             init_pod=_every(pod_low_priority),
+        ),
+        Workload(
+            name="PreemptionAsync/5000Nodes",
+            description="pod-low-priority init pods fill the nodes, a pod-high-priority created "
+            "every 200 ms preempts three of them, pod-default measured (misc)",
+            nodes=5000,
+            init_pods=20000,
+            measured_pods=5000,
+            node=_basic_node,
+            pod=_basic_pod,
+            init_pod=_every(pod_low_priority),
+            churn=Churn((("pods", _every(pod_high_priority)),), interval_s=0.2),
+            threshold=160,
         ),
     )
 }
@@ -617,6 +699,8 @@ def workload(name: str) -> Workload:
 
 __all__ = [
     "ALL",
+    "CHURN_CREATE",
+    "CHURN_RECREATE",
     "COLOR",
     "DEDICATED",
     "DEDICATED_VALUE",
@@ -627,11 +711,13 @@ __all__ = [
     "UPSTREAM",
     "WORKLOADS",
     "ZONE_LABEL",
+    "Churn",
     "Json",
     "Workload",
     "daemonset_pod",
     "gated_pod",
     "light_pod",
+    "node_churn",
     "node_default",
     "node_mixed",
     "node_name",
@@ -648,5 +734,6 @@ __all__ = [
     "pod_with_pod_anti_affinity",
     "pod_with_preferred_topology_spreading",
     "pod_with_topology_spreading",
+    "service_churn",
     "workload",
 ]

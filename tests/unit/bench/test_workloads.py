@@ -7,7 +7,14 @@ import pytest
 
 from kubesched.api import Node, Pod, node_allocatable, pod_requests
 from kubesched.bench import ALL, UPSTREAM, WORKLOADS, constraint_violation, workload
-from kubesched.bench._workloads import SPREAD_ZONES, TAINT_EVERY, ZONE_LABEL
+from kubesched.bench._workloads import (
+    CHURN_CREATE,
+    CHURN_RECREATE,
+    SPREAD_ZONES,
+    TAINT_EVERY,
+    ZONE_LABEL,
+    Json,
+)
 
 
 def test_basic_is_scheduling_basic() -> None:
@@ -50,10 +57,13 @@ def test_mixed_pods_have_five_kinds() -> None:
     assert len(required) == 4
 
 
-@pytest.mark.parametrize("name", sorted(set(WORKLOADS) - {"PreemptionBasic/1000Nodes"}))
+_FILLED = ("PreemptionBasic/1000Nodes", "PreemptionAsync/5000Nodes")
+
+
+@pytest.mark.parametrize("name", sorted(set(WORKLOADS) - set(_FILLED)))
 def test_every_workload_fits_its_nodes(name: str) -> None:
     """A coarse capacity check: the pods that bind ask for well under what the nodes offer
-    (PreemptionBasic fills its nodes on purpose: below)."""
+    (the preemption workloads fill their nodes on purpose: below)."""
     w = workload(name)
     pods = [w.make_pod(w.init_pods + i, "p", "ns") for i in range(w.measured_pods)]
     if w.init_pods_bind:
@@ -122,6 +132,8 @@ UPSTREAM_SIZES = {
     "Unschedulable/5kNodes/100Init/10kPods": (5000, 100, 10000, 170),
     "SchedulingWhileGated/1Node_10000GatedPods": (1, 10000, 20000, 130),
     "PreemptionBasic/1000Nodes": (1000, 4000, 1000, None),
+    "PreemptionAsync/5000Nodes": (5000, 20000, 5000, 160),
+    "SchedulingWithMixedChurn/5000Nodes_10000Pods": (5000, 0, 10000, 265),
 }
 
 
@@ -198,17 +210,57 @@ def test_node_affinity_pods_and_zone1_nodes() -> None:
         assert constraint_violation(p, node) is None
 
 
+def churned(name: str) -> list[tuple[str, Json]]:
+    churn = workload(name).churn
+    assert churn is not None
+    return [(resource, make(0, "c", "ns")) for resource, make in churn.templates]
+
+
 def test_unschedulable_churns_pods_that_fit_no_node() -> None:
     w = workload("Unschedulable/5kNodes/100Init/10kPods")
-    assert w.churn_pod is not None
-    assert w.churn_interval_s == 0.2
-    churn = msgspec.convert(w.churn_pod(0, "c", "ns"), Pod)
+    assert w.churn is not None
+    assert (w.churn.mode, w.churn.interval_s) == (CHURN_CREATE, 0.2)
+    ((resource, body),) = churned(w.name)
+    churn = msgspec.convert(body, Pod)
+    assert resource == "pods"
     assert churn.spec.priority == 10
     assert (
         pod_requests(churn)["cpu"]
         == 9000
         > node_allocatable(msgspec.convert(w.make_node(0), Node))["cpu"]
     )
+
+
+def test_mixed_churn_recreates_a_node_a_pod_and_a_service_every_second() -> None:
+    w = workload("SchedulingWithMixedChurn/5000Nodes_10000Pods")
+    assert w.churn is not None
+    assert (w.churn.mode, w.churn.interval_s, w.churn.number) == (CHURN_RECREATE, 1.0, 1)
+    (node_resource, node), (pod_resource, pod), (service_resource, service) = churned(w.name)
+    assert (node_resource, pod_resource, service_resource) == ("nodes", "pods", "services")
+    # The node takes no pods; the pod fits no node.
+    assert msgspec.convert(node, Node).status.capacity == {"pods": "0"}
+    assert node["metadata"] == {"name": "c"}
+    assert pod_requests(msgspec.convert(pod, Pod))["cpu"] == 9000
+    assert service["metadata"] == {"name": "c", "namespace": "ns"}
+    assert service["spec"]["selector"] == {"app": "foo"}
+
+
+def test_preemption_async_fills_nodes_then_high_pods_preempt_beside_default_ones() -> None:
+    w = workload("PreemptionAsync/5000Nodes")
+    node_cpu = node_allocatable(msgspec.convert(w.make_node(0), Node))["cpu"]
+    (low, *_) = pods_of(w.name, init=True)
+    (measured, *_) = pods_of(w.name)
+    ((resource, body),) = churned(w.name)
+    high = msgspec.convert(body, Pod)
+    assert resource == "pods"
+    assert w.churn is not None
+    assert (w.churn.mode, w.churn.interval_s) == (CHURN_CREATE, 0.2)
+    assert (low.spec.priority, measured.spec.priority, high.spec.priority) == (None, None, 10)
+    per_node = w.init_pods // w.nodes
+    left = node_cpu - per_node * pod_requests(low)["cpu"]
+    # The measured pods fit in what the init pods leave; a high-priority one needs victims.
+    assert w.measured_pods * pod_requests(measured)["cpu"] <= left * w.nodes
+    assert pod_requests(high)["cpu"] > left
 
 
 @pytest.mark.parametrize("nodes", [None, 1, 7])
