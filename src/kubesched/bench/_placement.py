@@ -3,7 +3,8 @@
 The check never asks the scheduler: it recomputes each node's requests from the pods bound to
 it, so a scheduler whose cache went wrong is caught. Pod constraints are checked on the final
 placement: no pod shares a topology domain with a pod its required anti-affinity terms match
-(terms with ``namespaces`` or the pod's own namespace), and every DoNotSchedule topology spread
+(terms with ``namespaces`` or the pod's own namespace), every pod shares one with a pod each of
+its required affinity terms matches (or is the first its own term matches), and every DoNotSchedule topology spread
 constraint ends within its maxSkew over all nodes that have the topology key. The skew bound holds
 at the end when it held at every placement, since the minimum only grows; it assumes the
 constraint counted every such node (no node affinity or taints narrowing the domains).
@@ -20,6 +21,7 @@ from kubesched.api import (
     TAINT_EFFECT_NO_SCHEDULE,
     Node,
     Pod,
+    PodAffinityTerm,
     find_untolerated_taint,
     label_selector_matches,
     node_allocatable,
@@ -65,36 +67,84 @@ def constraint_violation(pod: Pod, node: Node) -> str | None:
     return None
 
 
+class _Domains:
+    """The bound pods by topology key and value, built per key on first use."""
+
+    def __init__(self, nodes: dict[str, Node], pods: Sequence[Pod]) -> None:
+        self._nodes = nodes
+        self._pods = pods
+        self._by_key: dict[str, dict[str, list[Pod]]] = {}
+
+    def value(self, pod: Pod, key: str) -> str | None:
+        return self._nodes[pod.spec.node_name].metadata.labels.get(key)
+
+    def pods(self, key: str, value: str) -> list[Pod]:
+        by_value = self._by_key.get(key)
+        if by_value is None:
+            by_value = self._by_key[key] = {}
+            for pod in self._pods:
+                v = self.value(pod, key)
+                if v is not None:
+                    by_value.setdefault(v, []).append(pod)
+        return by_value.get(value, [])
+
+
+def _matches(term: PodAffinityTerm, owner: Pod, other: Pod) -> bool:
+    """Whether ``term`` of ``owner`` (its ``namespaces``, or the owner's own) selects ``other``."""
+    namespaces = term.namespaces or [owner.metadata.namespace]
+    return other.metadata.namespace in namespaces and label_selector_matches(
+        term.label_selector, other.metadata.labels
+    )
+
+
 def anti_affinity_violations(nodes: dict[str, Node], pods: Sequence[Pod]) -> list[str]:
     """Bound pods sharing a domain with a pod that their required anti-affinity terms match."""
-    # topology key -> value -> the pods bound in that domain, built per key on first use
-    domains: dict[str, dict[str, list[Pod]]] = {}
+    domains = _Domains(nodes, pods)
     out: list[str] = []
     for pod in pods:
         affinity = pod.spec.affinity
         anti = affinity.pod_anti_affinity if affinity is not None else None
         if anti is None:
             continue
-        labels = nodes[pod.spec.node_name].metadata.labels
         for term in anti.required_during_scheduling_ignored_during_execution:
-            value = labels.get(term.topology_key)
+            value = domains.value(pod, term.topology_key)
             if value is None:
                 continue
-            if term.topology_key not in domains:
-                by_value: dict[str, list[Pod]] = {}
-                for other in pods:
-                    v = nodes[other.spec.node_name].metadata.labels.get(term.topology_key)
-                    if v is not None:
-                        by_value.setdefault(v, []).append(other)
-                domains[term.topology_key] = by_value
-            namespaces = term.namespaces or [pod.metadata.namespace]
-            for other in domains[term.topology_key][value]:
-                if (
-                    other is not pod
-                    and other.metadata.namespace in namespaces
-                    and label_selector_matches(term.label_selector, other.metadata.labels)
-                ):
+            for other in domains.pods(term.topology_key, value):
+                if other is not pod and _matches(term, pod, other):
                     out.append(f"{pod.key} on {pod.spec.node_name}: anti-affinity to {other.key}")
+    return out
+
+
+def affinity_violations(nodes: dict[str, Node], pods: Sequence[Pod]) -> list[str]:
+    """Bound pods with a required affinity term no other pod of their domain matches; the one
+    exception is kube-scheduler's: a pod its own term matches, when no other pod anywhere does
+    (the first of a group)."""
+    domains = _Domains(nodes, pods)
+    out: list[str] = []
+    for pod in pods:
+        affinity = pod.spec.affinity
+        required = affinity.pod_affinity if affinity is not None else None
+        if required is None:
+            continue
+        for term in required.required_during_scheduling_ignored_during_execution:
+            value = domains.value(pod, term.topology_key)
+            if value is None:
+                out.append(f"{pod.key} on {pod.spec.node_name}: no {term.topology_key} label")
+                continue
+            if any(
+                other is not pod and _matches(term, pod, other)
+                for other in domains.pods(term.topology_key, value)
+            ):
+                continue
+            alone = _matches(term, pod, pod) and not any(
+                other is not pod and _matches(term, pod, other) for other in pods
+            )
+            if not alone:
+                out.append(
+                    f"{pod.key} on {pod.spec.node_name}: no pod its affinity matches "
+                    f"in {term.topology_key}={value}"
+                )
     return out
 
 
@@ -156,6 +206,7 @@ def check_placement(nodes: Iterable[Node], pods: Iterable[Pod]) -> Placement:
         if why is not None:
             violations.append(f"{pod.key} on {node_name}: {why}")
     violations += anti_affinity_violations(by_name, placed)
+    violations += affinity_violations(by_name, placed)
     violations += spread_violations(by_name, placed)
     values = list(usages.values())
     fractions = [u.cpu_fraction() for u in values]
@@ -171,6 +222,7 @@ def check_placement(nodes: Iterable[Node], pods: Iterable[Pod]) -> Placement:
 
 __all__ = [
     "Placement",
+    "affinity_violations",
     "anti_affinity_violations",
     "check_placement",
     "constraint_violation",

@@ -107,6 +107,40 @@ def test_anti_affinity_violations() -> None:
     ]
 
 
+def test_affinity_violations() -> None:
+    nodes = [
+        make_node(n, labels={"zone": z}) for n, z in (("a1", "z1"), ("a2", "z1"), ("b", "z2"))
+    ]
+    nodes.append(make_node("nolabel"))
+    term = {"labelSelector": {"matchLabels": {"color": "blue"}}, "topologyKey": "zone"}
+    near = {"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}}
+    blue = {"color": "blue"}
+    # The first of a group, its own term matching it and no other pod: allowed.
+    first = on(make_pod("b1", labels=blue, spec=near), "a1")
+    assert check_placement(nodes, [first]).violations == []
+    # With another blue pod in the zone, on another node of it.
+    joined = on(make_pod("b2", labels=blue, spec=near), "a2")
+    assert check_placement(nodes, [first, joined]).violations == []
+    # A blue pod in the other zone: the first is no longer alone, and the other has no partner.
+    away = on(make_pod("b3", labels=blue, spec=near), "b")
+    assert check_placement(nodes, [first, away]).violations == [
+        "default/b1 on a1: no pod its affinity matches in zone=z1",
+        "default/b3 on b: no pod its affinity matches in zone=z2",
+    ]
+    # A pod its own term does not match needs a partner even when alone; another namespace's
+    # blue pod is not one.
+    plain = on(make_pod("p", spec=near), "b")
+    elsewhere = on(make_pod("o", namespace="other", labels=blue), "b")
+    assert check_placement(nodes, [plain, elsewhere]).violations == [
+        "default/p on b: no pod its affinity matches in zone=z2"
+    ]
+    # A node without the topology key is no domain.
+    unlabelled = on(make_pod("n", labels=blue, spec=near), "nolabel")
+    assert check_placement(nodes, [first, joined, unlabelled]).violations == [
+        "default/n on nolabel: no zone label"
+    ]
+
+
 def test_spread_violations() -> None:
     nodes = [make_node(f"n{z}", labels={"zone": z}) for z in ("z1", "z2", "z3")]
     nodes.append(make_node("nolabel"))
