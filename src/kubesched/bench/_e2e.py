@@ -3,7 +3,7 @@
 Each run gets a fresh local control plane started with the apiserver flags kube-scheduler's own
 perf suite relies on (no priority and fairness, large in-flight limits), then:
 
-1. the workload's nodes are created (Ready, with their allocatable);
+1. the workload's namespaces and nodes are created (Ready, with their allocatable);
 2. the scheduler under test starts, as its own process, with the same
    KubeSchedulerConfiguration for both (client QPS/burst 5000/5000, no leader election);
 3. the init pods are created and awaited (all bound);
@@ -11,8 +11,8 @@ perf suite relies on (no priority and fairness, large in-flight limits), then:
    requests, and the run waits until every one is bound (or for ``stall_timeout`` seconds
    nothing is bound and nothing happens to any pod);
 5. the measured pods' ``Scheduled`` events are counted (see _events);
-6. nodes and pods are listed and checked: overcommitted nodes, constraint violations, pods left
-   unbound, and the spread of allocated CPU.
+6. nodes, pods and namespaces are listed and checked: overcommitted nodes, constraint
+   violations, pods left unbound, and the spread of allocated CPU.
 
 That is ``rate`` arrival. With ``backlog`` arrival the scheduler that placed the init pods is
 stopped, every measured pod is created, and a fresh scheduler process starts on them all.
@@ -45,7 +45,7 @@ from typing import Any
 import msgspec
 import yaml
 
-from kubesched.api import Node, ObjectList, Pod
+from kubesched.api import Namespace, Node, ObjectList, Pod
 from kubesched.bench._errors import BenchError, RunFailedError
 from kubesched.bench._events import settled_scheduled_events
 from kubesched.bench._http import FastClient
@@ -303,13 +303,10 @@ async def _explain_stall(
     await patiently(lambda: client.get(f"/api/v1/namespaces/{NAMESPACE}"), what=what, within=within)
 
 
-async def _create_namespace(client: APIClient) -> None:
+async def _create_namespace(client: APIClient, body: dict[str, Any]) -> None:
     # A retried create whose first attempt went through finds its namespace there.
     with contextlib.suppress(AlreadyExists):
-        await client.post(
-            "/api/v1/namespaces",
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
-        )
+        await client.post("/api/v1/namespaces", body)
 
 
 async def _delete(client: APIClient, path: str) -> None:
@@ -421,9 +418,13 @@ async def _measure(
     # as a run may stall; then the run fails, naming what it was doing.
     within = stall_timeout
     async with client, watch_client, _cancelled_on_exit() as background:
-        await patiently(
-            lambda: _create_namespace(client), what="creating the namespace", within=within
-        )
+        # The measured pods' namespace, and those the workload's init pods live in, if apart.
+        for namespace in shape.make_namespaces(NAMESPACE):
+            await patiently(
+                functools.partial(_create_namespace, client, namespace),
+                what="creating the namespaces",
+                within=within,
+            )
         progress.note(f"[{which}] creating {nodes} nodes")
         bar = progress.bar(f"[{which}] nodes", nodes)
         node_bodies = [encoder.encode(shape.make_node(i)) for i in range(nodes)]
@@ -439,7 +440,10 @@ async def _measure(
 
         times = running.times = _PodTimes()
         pods_path = api_path("pods", namespace=NAMESPACE)
-        watch = Reflector(watch_client, pods_path, Pod, times, name="bench pods")
+        # Every namespace's: a workload's init pods may live apart from the measured ones (the
+        # run's pod names are unique across its namespaces).
+        all_pods_path = api_path("pods")
+        watch = Reflector(watch_client, all_pods_path, Pod, times, name="bench pods")
         background.append(watch.start())
         try:
             async with asyncio.timeout(within):
@@ -480,12 +484,13 @@ async def _measure(
         init_names = [f"init-{i:05d}" for i in range(init_pods)]
         if init_names:
             bar = progress.bar(f"[{which}] creating init pods", init_pods)
+            namespaces = [shape.init_namespace(i, NAMESPACE) for i in range(init_pods)]
             bodies = [
-                encoder.encode(shape.make_init_pod(i, name, NAMESPACE))
-                for i, name in enumerate(init_names)
+                encoder.encode(shape.make_init_pod(i, name, namespace))
+                for i, (name, namespace) in enumerate(zip(init_names, namespaces, strict=True))
             ]
             errors += await creator.create_all(
-                pods_path,
+                [api_path("pods", namespace=namespace) for namespace in namespaces],
                 bodies,
                 what=f"creating {init_pods} init pods",
                 within=within,
@@ -627,8 +632,14 @@ async def _measure(
             client, NAMESPACE, names, bound=bound_count, within=within
         )
         all_pods = await patiently(
-            lambda: client.list(pods_path, type=ObjectList[Pod]),
+            lambda: client.list(all_pods_path, type=ObjectList[Pod]),
             what="listing the pods",
+            within=within,
+        )
+        # For the terms that select their pods' namespaces by label.
+        all_namespaces = await patiently(
+            lambda: client.list("/api/v1/namespaces", type=ObjectList[Namespace]),
+            what="listing the namespaces",
             within=within,
         )
         all_nodes = await patiently(
@@ -637,7 +648,7 @@ async def _measure(
             within=within,
         )
 
-    placement = check_placement(all_nodes.items, all_pods.items)
+    placement = check_placement(all_nodes.items, all_pods.items, all_namespaces.items)
     final = {p.metadata.name: p.spec.node_name for p in all_pods.items}
     # Measured pods must all be there, bound; init pods that bind must be bound if still there
     # (preemption deletes some); gated init pods and churn pods are never bound.

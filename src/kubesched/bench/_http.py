@@ -40,7 +40,7 @@ class FastClient:
 
     async def create_all(
         self,
-        path: str,
+        path: str | Sequence[str],
         bodies: Sequence[bytes],
         *,
         what: str,
@@ -48,11 +48,14 @@ class FastClient:
         connections: int = 64,
         on_done: Callable[[int], None] | None = None,
     ) -> list[str]:
-        """POST every body to ``path`` over ``connections`` connections at once; an object that
-        already exists counts as created. The errors of bodies the API server turned away
+        """POST every body to ``path`` (or each to its own, ``path[i]``: objects of several
+        namespaces) over ``connections`` connections at once; an object that already exists
+        counts as created. The errors of bodies the API server turned away
         (invalid, forbidden ...). A body refused as busy (429, 5xx) or not answered is sent
         again with backoff; after ``within`` seconds of that, :class:`APIUnavailableError`
         (naming ``what``) ends the whole call."""
+        if not isinstance(path, str) and len(path) != len(bodies):
+            raise ValueError(f"{len(path)} paths for {len(bodies)} bodies")
         errors: list[str] = []
         position = 0
         done = 0
@@ -69,8 +72,9 @@ class FastClient:
             nonlocal position, done
             while position < len(bodies):
                 body = bodies[position]
+                to = path if isinstance(path, str) else path[position]
                 position += 1
-                error = await self._create(pool, path, body, what, within)
+                error = await self._create(pool, to, body, what, within)
                 if error is not None:
                     errors.append(error)
                 done += 1

@@ -3,25 +3,29 @@
 The check never asks the scheduler: it recomputes each node's requests from the pods bound to
 it, so a scheduler whose cache went wrong is caught. Pod constraints are checked on the final
 placement: no pod shares a topology domain with a pod its required anti-affinity terms match
-(terms with ``namespaces`` or the pod's own namespace), every pod shares one with a pod each of
-its required affinity terms matches (or is the first its own term matches), and every DoNotSchedule topology spread
-constraint ends within its maxSkew over all nodes that have the topology key. The skew bound holds
-at the end when it held at every placement, since the minimum only grows; it assumes the
-constraint counted every such node (no node affinity or taints narrowing the domains).
+(in the term's ``namespaces`` and those its ``namespaceSelector`` selects, or else the pod's own
+namespace), every pod shares one with a pod each of its required affinity terms matches (or is
+the first its own term matches), and every DoNotSchedule topology spread constraint ends within
+its maxSkew over the nodes it counts: those with the topology key that pass its node inclusion
+policies (the pod's node affinity unless ``nodeAffinityPolicy`` is Ignore, the nodes' taints if
+``nodeTaintsPolicy`` is Honor). The skew bound holds at the end when it held at every
+placement, since the minimum only grows.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kubesched.api import (
     TAINT_EFFECT_NO_EXECUTE,
     TAINT_EFFECT_NO_SCHEDULE,
+    Namespace,
     Node,
     Pod,
     PodAffinityTerm,
+    TopologySpreadConstraint,
     find_untolerated_taint,
     label_selector_matches,
     node_allocatable,
@@ -31,6 +35,12 @@ from kubesched.api import (
 from kubesched.bench._stats import NodeUsage, cpu_fraction_spread, overcommitted_nodes
 
 _HARD_EFFECTS = frozenset({TAINT_EFFECT_NO_SCHEDULE, TAINT_EFFECT_NO_EXECUTE})
+#: A topology spread constraint's node inclusion policies (``nodeAffinityPolicy`` defaults to
+#: Honor, ``nodeTaintsPolicy`` to Ignore).
+HONOR = "Honor"
+IGNORE = "Ignore"
+#: Namespace name -> its labels.
+NamespaceLabels = Mapping[str, Mapping[str, str]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,9 +62,19 @@ class Placement:
 def constraint_violation(pod: Pod, node: Node) -> str | None:
     """Why ``pod`` must not run on ``node`` (untolerated NoSchedule/NoExecute taint, node
     selector, required node affinity), or ``None``."""
+    return _taint_violation(pod, node) or _node_affinity_violation(pod, node)
+
+
+def _taint_violation(pod: Pod, node: Node) -> str | None:
     taint = find_untolerated_taint(node.spec.taints, pod.spec.tolerations, _HARD_EFFECTS)
     if taint is not None:
         return f"untolerated taint {taint.key}={taint.value}:{taint.effect}"
+    return None
+
+
+def _node_affinity_violation(pod: Pod, node: Node) -> str | None:
+    """kube-scheduler's ``RequiredNodeAffinity``: the node selector and required node
+    affinity."""
     labels = node.metadata.labels
     for key, value in pod.spec.node_selector.items():
         if labels.get(key) != value:
@@ -89,16 +109,26 @@ class _Domains:
         return by_value.get(value, [])
 
 
-def _matches(term: PodAffinityTerm, owner: Pod, other: Pod) -> bool:
-    """Whether ``term`` of ``owner`` (its ``namespaces``, or the owner's own) selects ``other``."""
-    namespaces = term.namespaces or [owner.metadata.namespace]
-    return other.metadata.namespace in namespaces and label_selector_matches(
-        term.label_selector, other.metadata.labels
-    )
+def _matches(term: PodAffinityTerm, owner: Pod, other: Pod, namespaces: NamespaceLabels) -> bool:
+    """Whether ``term`` of ``owner`` selects ``other``: in the term's ``namespaces`` or one its
+    ``namespaceSelector`` selects by the labels in ``namespaces``, or with neither set, in the
+    owner's own."""
+    namespace = other.metadata.namespace
+    if not term.namespaces and term.namespace_selector is None:
+        in_scope = namespace == owner.metadata.namespace
+    else:
+        in_scope = namespace in term.namespaces or label_selector_matches(
+            term.namespace_selector, namespaces.get(namespace, {})
+        )
+    return in_scope and label_selector_matches(term.label_selector, other.metadata.labels)
 
 
-def anti_affinity_violations(nodes: dict[str, Node], pods: Sequence[Pod]) -> list[str]:
-    """Bound pods sharing a domain with a pod that their required anti-affinity terms match."""
+def anti_affinity_violations(
+    nodes: dict[str, Node], pods: Sequence[Pod], namespaces: NamespaceLabels | None = None
+) -> list[str]:
+    """Bound pods sharing a domain with a pod that their required anti-affinity terms match
+    (``namespaces``: each namespace's labels, for the terms' namespace selectors)."""
+    labels = namespaces or {}
     domains = _Domains(nodes, pods)
     out: list[str] = []
     for pod in pods:
@@ -111,15 +141,18 @@ def anti_affinity_violations(nodes: dict[str, Node], pods: Sequence[Pod]) -> lis
             if value is None:
                 continue
             for other in domains.pods(term.topology_key, value):
-                if other is not pod and _matches(term, pod, other):
+                if other is not pod and _matches(term, pod, other, labels):
                     out.append(f"{pod.key} on {pod.spec.node_name}: anti-affinity to {other.key}")
     return out
 
 
-def affinity_violations(nodes: dict[str, Node], pods: Sequence[Pod]) -> list[str]:
+def affinity_violations(
+    nodes: dict[str, Node], pods: Sequence[Pod], namespaces: NamespaceLabels | None = None
+) -> list[str]:
     """Bound pods with a required affinity term no other pod of their domain matches; the one
     exception is kube-scheduler's: a pod its own term matches, when no other pod anywhere does
-    (the first of a group)."""
+    (the first of a group). ``namespaces`` as for :func:`anti_affinity_violations`."""
+    labels = namespaces or {}
     domains = _Domains(nodes, pods)
     out: list[str] = []
     for pod in pods:
@@ -133,12 +166,12 @@ def affinity_violations(nodes: dict[str, Node], pods: Sequence[Pod]) -> list[str
                 out.append(f"{pod.key} on {pod.spec.node_name}: no {term.topology_key} label")
                 continue
             if any(
-                other is not pod and _matches(term, pod, other)
+                other is not pod and _matches(term, pod, other, labels)
                 for other in domains.pods(term.topology_key, value)
             ):
                 continue
-            alone = _matches(term, pod, pod) and not any(
-                other is not pod and _matches(term, pod, other) for other in pods
+            alone = _matches(term, pod, pod, labels) and not any(
+                other is not pod and _matches(term, pod, other, labels) for other in pods
             )
             if not alone:
                 out.append(
@@ -148,34 +181,43 @@ def affinity_violations(nodes: dict[str, Node], pods: Sequence[Pod]) -> list[str
     return out
 
 
+def _counts(c: TopologySpreadConstraint, pod: Pod, node: Node) -> bool:
+    """Whether ``pod``'s constraint ``c`` counts ``node``: it has the topology key and passes the
+    node inclusion policies (kube-scheduler's ``matchNodeInclusionPolicies``)."""
+    if c.topology_key not in node.metadata.labels:
+        return False
+    if (c.node_affinity_policy or HONOR) == HONOR and _node_affinity_violation(pod, node):
+        return False
+    return not ((c.node_taints_policy or IGNORE) == HONOR and _taint_violation(pod, node))
+
+
 def spread_violations(nodes: dict[str, Node], pods: Sequence[Pod]) -> list[str]:
     """DoNotSchedule topology spread constraints whose final skew exceeds their maxSkew."""
     out: list[str] = []
-    seen: set[tuple[str, str, int, str]] = set()
+    seen: set[tuple[str, ...]] = set()
     for pod in pods:
         for c in pod.spec.topology_spread_constraints:
             if c.when_unsatisfiable != "DoNotSchedule":
                 continue
             ns = pod.metadata.namespace
-            selector = repr(c.label_selector)
-            if (ns, c.topology_key, c.max_skew, selector) in seen:
+            # The pods of one constraint count the same nodes when what the policies look at
+            # is the same.
+            affinity = pod.spec.affinity.node_affinity if pod.spec.affinity else None
+            scope = (repr(pod.spec.node_selector), repr(affinity), repr(pod.spec.tolerations))
+            key = (ns, repr(c), *scope)
+            if key in seen:
                 continue
-            seen.add((ns, c.topology_key, c.max_skew, selector))
-            counts = Counter(
-                {
-                    n.metadata.labels[c.topology_key]: 0
-                    for n in nodes.values()
-                    if c.topology_key in n.metadata.labels
-                }
-            )
+            seen.add(key)
+            counted = [n for n in nodes.values() if _counts(c, pod, n)]
+            counts = Counter({n.metadata.labels[c.topology_key]: 0 for n in counted})
+            names = {n.metadata.name for n in counted}
             for other in pods:
-                value = nodes[other.spec.node_name].metadata.labels.get(c.topology_key)
                 if (
-                    value is not None
+                    other.spec.node_name in names
                     and other.metadata.namespace == ns
                     and label_selector_matches(c.label_selector, other.metadata.labels)
                 ):
-                    counts[value] += 1
+                    counts[nodes[other.spec.node_name].metadata.labels[c.topology_key]] += 1
             skew = max(counts.values(), default=0) - min(counts.values(), default=0)
             if skew > c.max_skew:
                 out.append(
@@ -184,9 +226,13 @@ def spread_violations(nodes: dict[str, Node], pods: Sequence[Pod]) -> list[str]:
     return out
 
 
-def check_placement(nodes: Iterable[Node], pods: Iterable[Pod]) -> Placement:
-    """Usage per node from the pods bound to it (``spec.nodeName`` set), then the checks."""
+def check_placement(
+    nodes: Iterable[Node], pods: Iterable[Pod], namespaces: Iterable[Namespace] = ()
+) -> Placement:
+    """Usage per node from the pods bound to it (``spec.nodeName`` set), then the checks;
+    ``namespaces`` give the labels that pod affinity terms' namespace selectors select by."""
     by_name = {n.metadata.name: n for n in nodes}
+    labels = {n.metadata.name: n.metadata.labels for n in namespaces}
     usages = {name: NodeUsage(name, dict(node_allocatable(node))) for name, node in by_name.items()}
     violations: list[str] = []
     placed: list[Pod] = []
@@ -205,8 +251,8 @@ def check_placement(nodes: Iterable[Node], pods: Iterable[Pod]) -> Placement:
         why = constraint_violation(pod, node)
         if why is not None:
             violations.append(f"{pod.key} on {node_name}: {why}")
-    violations += anti_affinity_violations(by_name, placed)
-    violations += affinity_violations(by_name, placed)
+    violations += anti_affinity_violations(by_name, placed, labels)
+    violations += affinity_violations(by_name, placed, labels)
     violations += spread_violations(by_name, placed)
     values = list(usages.values())
     fractions = [u.cpu_fraction() for u in values]

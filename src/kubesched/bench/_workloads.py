@@ -12,6 +12,7 @@ threshold; :data:`ALL` is the set ``--workload all`` runs.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -30,8 +31,17 @@ SPREAD_ZONES = ("moon-1", "moon-2", "moon-3")
 #: The label of the spread workload's pods (``color``: ``blue`` spread, ``green`` anti-affinity).
 COLOR = "color"
 SPREAD_MAX_SKEW = 5
+#: The labels of ``namespace-with-labels.yaml``, which the ``-ns-selector`` pods' terms select.
+TEAM_LABELS = {"team": "devops"}
+#: The prefix of the namespaces a workload's init pods are spread over (upstream's ``init-ns``).
+INIT_NAMESPACE_PREFIX = "init-ns"
 
 Json = dict[str, Any]
+
+#: The scope of the ``-ns-selector`` templates' terms: the namespaces labelled ``team: devops``.
+_TEAM: Json = {"namespaceSelector": {"matchLabels": TEAM_LABELS}}
+#: The label of ``pod-with-label.yaml``, which ``gated-pod-with-pod-affinity.yaml`` selects.
+_SCHEDULER_PERF = {"app": "scheduler-perf"}
 
 
 def node_default(name: str) -> Json:
@@ -183,17 +193,84 @@ def pod_with_pod_affinity(name: str, namespace: str) -> Json:
     return _required(pod_default(name, namespace), "podAffinity", "blue", ZONE_LABEL)
 
 
-def _required(pod: Json, kind: str, color: str, topology_key: str) -> Json:
-    """``pod`` labelled ``color`` with a required ``kind`` (``podAffinity`` or
-    ``podAntiAffinity``) term to the pods of that color by ``topology_key``, in the pod's own
-    namespace: upstream's templates name their two, ``sched-0`` and ``sched-1``."""
-    pod["metadata"]["labels"] = {COLOR: color}
-    term = {
-        "labelSelector": {"matchLabels": {COLOR: color}},
-        "topologyKey": topology_key,
-        "namespaces": [pod["metadata"]["namespace"]],
+def pod_with_preferred_pod_affinity(name: str, namespace: str) -> Json:
+    """``pod-with-preferred-pod-affinity.yaml``: ``pod-default`` labelled ``color: red`` with a
+    preferred affinity (weight 1) to red pods by hostname."""
+    return _preferred(pod_default(name, namespace), "podAffinity", "red")
+
+
+def pod_with_preferred_pod_anti_affinity(name: str, namespace: str) -> Json:
+    """``pod-with-preferred-pod-anti-affinity.yaml``: ``pod-default`` labelled ``color: yellow``
+    with a preferred anti-affinity (weight 1) to yellow pods by hostname."""
+    return _preferred(pod_default(name, namespace), "podAntiAffinity", "yellow")
+
+
+def namespace_with_labels(name: str) -> Json:
+    """``namespace-with-labels.yaml``: a namespace labelled ``team: devops``."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": name, "labels": dict(TEAM_LABELS)},
     }
+
+
+def pod_affinity_ns_selector(name: str, namespace: str) -> Json:
+    """``pod-affinity-ns-selector.yaml``: ``pod-default`` labelled ``color: blue`` with required
+    affinity to blue pods by zone, in the namespaces labelled ``team: devops``."""
+    return _required(pod_default(name, namespace), "podAffinity", "blue", ZONE_LABEL, _TEAM)
+
+
+def pod_anti_affinity_ns_selector(name: str, namespace: str) -> Json:
+    """``pod-anti-affinity-ns-selector.yaml``: ``pod-default`` labelled ``color: green`` with
+    required anti-affinity to green pods by hostname, in the namespaces labelled
+    ``team: devops``."""
+    return _required(
+        pod_default(name, namespace), "podAntiAffinity", "green", HOSTNAME_LABEL, _TEAM
+    )
+
+
+def pod_preferred_affinity_ns_selector(name: str, namespace: str) -> Json:
+    """``pod-preferred-affinity-ns-selector.yaml``: ``pod-default`` labelled ``color: red`` with
+    a preferred affinity (weight 1) to red pods by hostname, in the namespaces labelled
+    ``team: devops``."""
+    return _preferred(pod_default(name, namespace), "podAffinity", "red", _TEAM)
+
+
+def pod_preferred_anti_affinity_ns_selector(name: str, namespace: str) -> Json:
+    """``pod-preferred-anti-affinity-ns-selector.yaml``: ``pod-default`` labelled
+    ``color: green`` with a preferred anti-affinity (weight 1) to green pods by hostname, in the
+    namespaces labelled ``team: devops``."""
+    return _preferred(pod_default(name, namespace), "podAntiAffinity", "green", _TEAM)
+
+
+def _term(pod: Json, color: str, topology_key: str, scope: Json | None) -> Json:
+    """Labels ``pod`` ``color``; a term to the pods of that color by ``topology_key`` in the
+    namespaces ``scope`` selects, or without one in the pod's own namespace (upstream's templates
+    name their two, ``sched-0`` and ``sched-1``)."""
+    pod["metadata"]["labels"] = {COLOR: color}
+    term = {"labelSelector": {"matchLabels": {COLOR: color}}, "topologyKey": topology_key}
+    term.update(
+        copy.deepcopy(scope)
+        if scope is not None
+        else {"namespaces": [pod["metadata"]["namespace"]]}
+    )
+    return term
+
+
+def _required(
+    pod: Json, kind: str, color: str, topology_key: str, scope: Json | None = None
+) -> Json:
+    """``pod`` with a required ``kind`` (``podAffinity`` or ``podAntiAffinity``) term (see
+    :func:`_term`)."""
+    term = _term(pod, color, topology_key, scope)
     pod["spec"]["affinity"] = {kind: {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    return pod
+
+
+def _preferred(pod: Json, kind: str, color: str, scope: Json | None = None) -> Json:
+    """``pod`` with a preferred ``kind`` term of weight 1 by hostname (see :func:`_term`)."""
+    term = {"podAffinityTerm": _term(pod, color, HOSTNAME_LABEL, scope), "weight": 1}
+    pod["spec"]["affinity"] = {kind: {"preferredDuringSchedulingIgnoredDuringExecution": [term]}}
     return pod
 
 
@@ -207,6 +284,56 @@ def pod_with_preferred_topology_spreading(name: str, namespace: str) -> Json:
     """``pod-with-preferred-topology-spreading.yaml``: as ``pod-with-topology-spreading``, but
     ScheduleAnyway (a preference scored, not a filter)."""
     return _spreading(pod_default(name, namespace), "blue", "ScheduleAnyway")
+
+
+def pod_with_node_inclusion_policy(name: str, namespace: str) -> Json:
+    """``pod-with-node-inclusion-policy.yaml``: ``pod-default`` labelled ``foo: bar``, maxSkew 1
+    by hostname among those pods, DoNotSchedule, honouring the pod's node affinity and the nodes'
+    taints in the count (``nodeAffinityPolicy``, ``nodeTaintsPolicy``: Honor)."""
+    pod = pod_default(name, namespace)
+    pod["metadata"]["labels"] = {"foo": "bar"}
+    pod["spec"]["topologySpreadConstraints"] = [
+        {
+            "maxSkew": 1,
+            "topologyKey": HOSTNAME_LABEL,
+            "whenUnsatisfiable": "DoNotSchedule",
+            "nodeAffinityPolicy": "Honor",
+            "nodeTaintsPolicy": "Honor",
+            "labelSelector": {"matchLabels": {"foo": "bar"}},
+        }
+    ]
+    return pod
+
+
+def node_with_taint(name: str) -> Json:
+    """``node-with-taint.yaml``: ``node-default`` tainted ``foo:NoSchedule``."""
+    node = node_default(name)
+    node["spec"]["taints"] = [{"key": "foo", "effect": "NoSchedule"}]
+    return node
+
+
+def pod_with_label(name: str, namespace: str) -> Json:
+    """``pod-with-label.yaml``: one pause container, no requests, labelled
+    ``app: scheduler-perf``."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(_SCHEDULER_PERF)},
+        "spec": {"containers": [{"name": "pause", "image": PAUSE_IMAGE}]},
+    }
+
+
+def gated_pod_with_pod_affinity(name: str, namespace: str) -> Json:
+    """``gated-pod-with-pod-affinity.yaml``: ``pod-with-label`` held by the scheduling gate
+    ``scheduling-gate-1``, with required affinity to ``app: scheduler-perf`` pods by hostname
+    (in its own namespace: the term names none)."""
+    pod = pod_with_label(name, namespace)
+    term = {"labelSelector": {"matchLabels": dict(_SCHEDULER_PERF)}, "topologyKey": HOSTNAME_LABEL}
+    pod["spec"]["affinity"] = {
+        "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+    }
+    pod["spec"]["schedulingGates"] = [{"name": "scheduling-gate-1"}]
+    return pod
 
 
 def daemonset_pod(name: str, namespace: str, node: str) -> Json:
@@ -393,6 +520,10 @@ class Workload:
     churn: Churn | None = None
     #: scheduler_perf's CI threshold for this workload (pods/s, v1.34.4), for reference.
     threshold: float | None = None
+    #: Namespaces ``init-ns-<k>`` the init pods are spread over in turn, instead of the measured
+    #: pods' one (``createPodSets``); every namespace of the run is then
+    #: ``namespace-with-labels``, as upstream's ``init-ns-*`` and ``measure-ns-0``.
+    init_namespaces: int = 0
 
     def sizes(
         self,
@@ -421,6 +552,20 @@ class Workload:
 
     def make_init_pod(self, index: int, name: str, namespace: str) -> Json:
         return (self.init_pod or self.pod)(index, name, namespace)
+
+    def init_namespace(self, index: int, measured: str) -> str:
+        """The namespace of init pod ``index``: ``measured``, the measured pods' one, unless
+        the workload spreads its init pods over namespaces of their own."""
+        if not self.init_namespaces:
+            return measured
+        return f"{INIT_NAMESPACE_PREFIX}-{index % self.init_namespaces}"
+
+    def make_namespaces(self, measured: str) -> list[Json]:
+        """The namespaces of a run whose measured pods live in ``measured``, that one first."""
+        if not self.init_namespaces:
+            return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": measured}}]
+        names = [f"{INIT_NAMESPACE_PREFIX}-{k}" for k in range(self.init_namespaces)]
+        return [namespace_with_labels(n) for n in (measured, *names)]
 
 
 def _basic_node(index: int, name: str) -> Json:
@@ -464,6 +609,34 @@ def _named_then_default(index: int, name: str) -> Json:
 def _daemonset_pod(index: int, name: str, namespace: str) -> Json:
     """``daemonset-pod.yaml``: every pod pinned to node 0, the one ``node-with-name``."""
     return daemonset_pod(name, namespace, node_name(0))
+
+
+#: MixedSchedulingBasePod's init pods: as many of each, in turn.
+_MIXED_BASE_INIT = (
+    pod_default,
+    pod_with_pod_affinity,
+    pod_with_pod_anti_affinity,
+    pod_with_preferred_pod_affinity,
+    pod_with_preferred_pod_anti_affinity,
+)
+
+
+def _mixed_base_init_pod(index: int, name: str, namespace: str) -> Json:
+    """MixedSchedulingBasePod's init pods: the five templates of its five ``createPods`` ops in
+    turn (upstream creates them one op after the other)."""
+    return _MIXED_BASE_INIT[index % len(_MIXED_BASE_INIT)](name, namespace)
+
+
+#: SchedulingWithNodeInclusionPolicy: of every five nodes, one is ``node-with-taint``.
+_TAINTED_EVERY = 5
+
+
+def _inclusion_policy_node(index: int, name: str) -> Json:
+    """SchedulingWithNodeInclusionPolicy's nodes: four ``node-default`` for each
+    ``node-with-taint`` (upstream creates the 4,000 and then the 1,000)."""
+    if index % _TAINTED_EVERY == _TAINTED_EVERY - 1:
+        return node_with_taint(name)
+    return node_default(name)
 
 
 #: scheduler_perf's workloads by their names in ``test/integration/scheduler_perf`` (v1.34.4):
@@ -527,6 +700,88 @@ UPSTREAM: dict[str, Workload] = {
             threshold=35,
         ),
         Workload(
+            name="SchedulingPreferredPodAffinity/5000Nodes_5000Pods",
+            description="pod-with-preferred-pod-affinity for init and measured pods (affinity)",
+            nodes=5000,
+            init_pods=5000,
+            measured_pods=5000,
+            node=_basic_node,
+            pod=_every(pod_with_preferred_pod_affinity),
+            threshold=90,
+        ),
+        Workload(
+            name="SchedulingPreferredPodAntiAffinity/5000Nodes_5000Pods",
+            description="pod-with-preferred-pod-anti-affinity for init and measured pods "
+            "(affinity)",
+            nodes=5000,
+            init_pods=5000,
+            measured_pods=5000,
+            node=_basic_node,
+            pod=_every(pod_with_preferred_pod_anti_affinity),
+            threshold=90,
+        ),
+        Workload(
+            name="MixedSchedulingBasePod/5000Nodes_5000Pods",
+            description="nodes in zone1; init pods pod-default, pod-with-pod-affinity, "
+            "pod-with-pod-anti-affinity, pod-with-preferred-pod-affinity and "
+            "pod-with-preferred-pod-anti-affinity, 2,000 each; pod-default measured (affinity)",
+            nodes=5000,
+            init_pods=10000,
+            measured_pods=5000,
+            node=_zone1_node,
+            pod=_basic_pod,
+            init_pod=_mixed_base_init_pod,
+            threshold=140,
+        ),
+        Workload(
+            name="SchedulingRequiredPodAntiAffinityWithNSSelector/5000Nodes_2000Pods",
+            description="6,000 nodes, pod-anti-affinity-ns-selector, init pods 40 in each of "
+            "100 namespace-with-labels (affinity)",
+            nodes=6000,
+            init_pods=4000,
+            measured_pods=2000,
+            node=_basic_node,
+            pod=_every(pod_anti_affinity_ns_selector),
+            threshold=24,
+            init_namespaces=100,
+        ),
+        Workload(
+            name="SchedulingPreferredAntiAffinityWithNSSelector/5000Nodes_2000Pods",
+            description="pod-preferred-anti-affinity-ns-selector, init pods 40 in each of 100 "
+            "namespace-with-labels (affinity)",
+            nodes=5000,
+            init_pods=4000,
+            measured_pods=2000,
+            node=_basic_node,
+            pod=_every(pod_preferred_anti_affinity_ns_selector),
+            threshold=55,
+            init_namespaces=100,
+        ),
+        Workload(
+            name="SchedulingRequiredPodAffinityWithNSSelector/5000Nodes_2000Pods",
+            description="nodes in zone1, pod-affinity-ns-selector, init pods 50 in each of 100 "
+            "namespace-with-labels (affinity)",
+            nodes=5000,
+            init_pods=5000,
+            measured_pods=2000,
+            node=_zone1_node,
+            pod=_every(pod_affinity_ns_selector),
+            threshold=35,
+            init_namespaces=100,
+        ),
+        Workload(
+            name="SchedulingPreferredAffinityWithNSSelector/5000Nodes_5000Pods",
+            description="pod-preferred-affinity-ns-selector, init pods 50 in each of 100 "
+            "namespace-with-labels (affinity)",
+            nodes=5000,
+            init_pods=5000,
+            measured_pods=5000,
+            node=_basic_node,
+            pod=_every(pod_preferred_affinity_ns_selector),
+            threshold=90,
+            init_namespaces=100,
+        ),
+        Workload(
             name="TopologySpreading/5000Nodes_5000Pods",
             description="nodes in zones moon-1..3, pod-default init pods, "
             "pod-with-topology-spreading measured (topology_spreading)",
@@ -549,6 +804,18 @@ UPSTREAM: dict[str, Workload] = {
             pod=_every(pod_with_preferred_topology_spreading),
             init_pod=_basic_pod,
             threshold=125,
+        ),
+        Workload(
+            name="SchedulingWithNodeInclusionPolicy/5000Nodes",
+            description="4,000 node-default and 1,000 node-with-taint nodes, "
+            "pod-with-node-inclusion-policy measured: maxSkew 1 by hostname over the untainted "
+            "nodes (topology_spreading)",
+            nodes=5000,
+            init_pods=0,
+            measured_pods=4000,
+            node=_inclusion_policy_node,
+            pod=_every(pod_with_node_inclusion_policy),
+            threshold=68,
         ),
         Workload(
             name="SchedulingNodeAffinity/5000Nodes_10000Pods",
@@ -606,6 +873,19 @@ UPSTREAM: dict[str, Workload] = {
             threshold=130,
         ),
         Workload(
+            name="SchedulingGatedPodsWithPodAffinityImpactForThroughput/1Node_10000GatedPods",
+            description="one node of 90,000 pods, 10,000 gated-pod-with-pod-affinity, 20,000 "
+            "pod-with-label measured, which the gated pods' affinity selects (affinity)",
+            nodes=1,
+            init_pods=10000,
+            measured_pods=20000,
+            node=_one_big_node,
+            pod=_every(pod_with_label),
+            init_pod=_every(gated_pod_with_pod_affinity),
+            init_pods_bind=False,
+            threshold=110,
+        ),
+        Workload(
             name="PreemptionBasic/1000Nodes",
             description="pod-low-priority init pods fill the nodes, each pod-high-priority "
             "measured preempts three of them (misc; no threshold upstream)",
@@ -633,12 +913,23 @@ UPSTREAM: dict[str, Workload] = {
 }
 #: What ``--workload all`` runs: what fits in an hour on a 2-core machine, estimated from
 #: SchedulingBasic's full-size run (docs/benchmarks.md). Left out, each runs by its name:
-#: SchedulingWhileGated's 30,000 pods alone would take a quarter of an hour more,
-#: SchedulingDaemonset's 45,000 objects and SchedulingBasic's 55,000 pods half an hour each.
+#: SchedulingWhileGated's and the gated pod-affinity one's 30,000 pods would take a quarter of
+#: an hour more each, SchedulingDaemonset's 45,000 objects and SchedulingBasic's 55,000 pods half
+#: an hour each; the rest fill the hour already, so the preferred, namespace-selector and mixed
+#: affinity workloads and the node inclusion policy one (another hour together) stay out too.
 _NOT_IN_ALL = (
     "SchedulingWhileGated/1Node_10000GatedPods",
+    "SchedulingGatedPodsWithPodAffinityImpactForThroughput/1Node_10000GatedPods",
     "SchedulingDaemonset/15000Nodes",
     "SchedulingBasic/5000Nodes_50000Pods",
+    "SchedulingPreferredPodAffinity/5000Nodes_5000Pods",
+    "SchedulingPreferredPodAntiAffinity/5000Nodes_5000Pods",
+    "MixedSchedulingBasePod/5000Nodes_5000Pods",
+    "SchedulingRequiredPodAntiAffinityWithNSSelector/5000Nodes_2000Pods",
+    "SchedulingPreferredAntiAffinityWithNSSelector/5000Nodes_2000Pods",
+    "SchedulingRequiredPodAffinityWithNSSelector/5000Nodes_2000Pods",
+    "SchedulingPreferredAffinityWithNSSelector/5000Nodes_5000Pods",
+    "SchedulingWithNodeInclusionPolicy/5000Nodes",
 )
 ALL = tuple(n for n in UPSTREAM if n not in _NOT_IN_ALL)
 
@@ -705,9 +996,11 @@ __all__ = [
     "DEDICATED",
     "DEDICATED_VALUE",
     "HOSTNAME_LABEL",
+    "INIT_NAMESPACE_PREFIX",
     "PAUSE_IMAGE",
     "SPREAD_MAX_SKEW",
     "SPREAD_ZONES",
+    "TEAM_LABELS",
     "UPSTREAM",
     "WORKLOADS",
     "ZONE_LABEL",
@@ -716,22 +1009,33 @@ __all__ = [
     "Workload",
     "daemonset_pod",
     "gated_pod",
+    "gated_pod_with_pod_affinity",
     "light_pod",
+    "namespace_with_labels",
     "node_churn",
     "node_default",
     "node_mixed",
     "node_name",
     "node_spread",
     "node_with_name",
+    "node_with_taint",
+    "pod_affinity_ns_selector",
+    "pod_anti_affinity_ns_selector",
     "pod_default",
     "pod_high_priority",
     "pod_high_priority_large_cpu",
     "pod_low_priority",
     "pod_mixed",
+    "pod_preferred_affinity_ns_selector",
+    "pod_preferred_anti_affinity_ns_selector",
     "pod_spread",
+    "pod_with_label",
     "pod_with_node_affinity",
+    "pod_with_node_inclusion_policy",
     "pod_with_pod_affinity",
     "pod_with_pod_anti_affinity",
+    "pod_with_preferred_pod_affinity",
+    "pod_with_preferred_pod_anti_affinity",
     "pod_with_preferred_topology_spreading",
     "pod_with_topology_spreading",
     "service_churn",

@@ -18,6 +18,8 @@ class Server:
     def __init__(self, script: list[tuple[int, bool, bool]]) -> None:
         self.script = script
         self.bodies: list[bytes] = []
+        #: ``(path, body)`` of each request, in the order they came.
+        self.requests: list[tuple[str, bytes]] = []
         self.connections = 0
         self.port = 0
 
@@ -31,6 +33,7 @@ class Server:
                     if line.lower().startswith(b"content-length:"):
                         length = int(line.split(b":")[1])
                 self.bodies.append(await reader.readexactly(length))
+                self.requests.append((head.split(b" ")[1].decode(), self.bodies[-1]))
                 status, chunked, close = self.script.pop(0) if self.script else (201, False, False)
                 payload = b'{"kind":"Pod"}'
                 extra = b"Connection: close\r\n" if close else b""
@@ -64,6 +67,7 @@ async def run(
     bodies: list[bytes],
     connections: int,
     within: float = 30.0,
+    path: str | list[str] = "/api/v1/x",
 ) -> tuple[Server, list[str], list[int]]:
     server = Server(script)
     srv = await asyncio.start_server(server.handle, "127.0.0.1", 0)
@@ -72,7 +76,7 @@ async def run(
     async with srv:
         client = FastClient("127.0.0.1", port, None)
         errors = await client.create_all(
-            "/api/v1/x",
+            path,
             bodies,
             what="creating xs",
             within=within,
@@ -89,6 +93,16 @@ def test_creates_everything_over_kept_alive_connections() -> None:
     assert sorted(server.bodies) == sorted(bodies)
     assert server.connections == 4
     assert done[-1] == 50
+
+
+def test_each_body_to_its_own_path() -> None:
+    bodies = [b'{"n":%d}' % i for i in range(12)]
+    paths = [f"/api/v1/namespaces/ns-{i % 3}/pods" for i in range(12)]
+    server, errors, _ = asyncio.run(run([], bodies, 4, path=paths))
+    assert errors == []
+    assert sorted(server.requests) == sorted(zip(paths, bodies, strict=True))
+    with pytest.raises(ValueError, match="2 paths for 12 bodies"):
+        asyncio.run(run([], bodies, 4, path=paths[:2]))
 
 
 def test_retries_busy_server_and_reconnects_after_close() -> None:

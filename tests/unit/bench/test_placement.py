@@ -108,9 +108,7 @@ def test_anti_affinity_violations() -> None:
 
 
 def test_affinity_violations() -> None:
-    nodes = [
-        make_node(n, labels={"zone": z}) for n, z in (("a1", "z1"), ("a2", "z1"), ("b", "z2"))
-    ]
+    nodes = [make_node(n, labels={"zone": z}) for n, z in (("a1", "z1"), ("a2", "z1"), ("b", "z2"))]
     nodes.append(make_node("nolabel"))
     term = {"labelSelector": {"matchLabels": {"color": "blue"}}, "topologyKey": "zone"}
     near = {"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}}
