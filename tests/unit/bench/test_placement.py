@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import msgspec
+import pytest
 
 from builders import make_node, make_pod
-from kubesched.api import Pod
+from kubesched.api import Namespace, Pod
 from kubesched.bench import check_placement, constraint_violation
 
 
@@ -165,3 +166,108 @@ def test_spread_violations() -> None:
     ]
     pods.append(on(make_pod("w3", labels=web), "nz3"))
     assert check_placement(nodes, pods).violations == []
+
+
+def namespace(name: str, **labels: str) -> Namespace:
+    return msgspec.convert({"metadata": {"name": name, "labels": labels}}, Namespace)
+
+
+def test_namespace_selectors_of_required_terms() -> None:
+    """A term's namespaces are those it names and those its namespaceSelector selects (an empty
+    selector: every namespace); the pod's own only when it has neither."""
+    nodes = [make_node(n, labels={"kubernetes.io/hostname": n}) for n in ("a", "b")]
+    namespaces = [namespace("dev", team="devops"), namespace("ops", team="devops"), namespace("x")]
+    green = {"color": "green"}
+
+    def anti(scope: dict[str, object]) -> dict[str, object]:
+        term = {
+            "labelSelector": {"matchLabels": green},
+            "topologyKey": "kubernetes.io/hostname",
+            **scope,
+        }
+        return {
+            "affinity": {
+                "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+            }
+        }
+
+    team = {"namespaceSelector": {"matchLabels": {"team": "devops"}}}
+    owner = on(make_pod("g", namespace="dev", labels=green, spec=anti(team)), "a")
+    in_team = on(make_pod("o", namespace="ops", labels=green), "a")
+    outside = on(make_pod("y", namespace="x", labels=green), "a")
+    assert check_placement(nodes, [owner, outside], namespaces).violations == []
+    assert check_placement(nodes, [owner, in_team], namespaces).violations == [
+        "dev/g on a: anti-affinity to ops/o"
+    ]
+    # Without the namespaces' labels, the selector selects none of them.
+    assert check_placement(nodes, [owner, in_team]).violations == []
+    # Named namespaces and the selected ones together.
+    both = {**team, "namespaces": ["x"]}
+    owner = on(make_pod("g", namespace="dev", labels=green, spec=anti(both)), "a")
+    assert check_placement(nodes, [owner, outside, in_team], namespaces).violations == [
+        "dev/g on a: anti-affinity to x/y",
+        "dev/g on a: anti-affinity to ops/o",
+    ]
+    # An empty selector selects every namespace.
+    anywhere = on(
+        make_pod("g", namespace="dev", labels=green, spec=anti({"namespaceSelector": {}})), "a"
+    )
+    assert check_placement(nodes, [anywhere, outside], namespaces).violations == [
+        "dev/g on a: anti-affinity to x/y"
+    ]
+
+    # Required affinity: a partner in a selected namespace is one, elsewhere it is not.
+    zones = [make_node(n, labels={"zone": z}) for n, z in (("za", "z1"), ("zb", "z2"))]
+    blue = {"color": "blue"}
+    near = {
+        "affinity": {
+            "podAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": blue}, "topologyKey": "zone", **team}
+                ]
+            }
+        }
+    }
+    joining = on(make_pod("b", namespace="dev", spec=near), "za")
+    partner = on(make_pod("p", namespace="ops", labels=blue), "za")
+    stranger = on(make_pod("s", namespace="x", labels=blue), "za")
+    assert check_placement(zones, [joining, partner], namespaces).violations == []
+    assert check_placement(zones, [joining, stranger], namespaces).violations == [
+        "dev/b on za: no pod its affinity matches in zone=z1"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("policies", "third_node_counts"),
+    [
+        ({"nodeTaintsPolicy": "Honor"}, False),
+        ({}, True),  # the tainted t
+        ({"nodeTaintsPolicy": "Honor", "nodeAffinityPolicy": "Ignore"}, True),  # h, not ssd
+    ],
+)
+def test_spread_over_the_nodes_the_inclusion_policies_count(
+    policies: dict[str, str], third_node_counts: bool
+) -> None:
+    """nodeTaintsPolicy Honor leaves out the nodes whose taints the pod does not tolerate
+    (Ignore, the default, counts them); nodeAffinityPolicy Honor, the default, leaves out those
+    its node selector or required node affinity rule out. Two pods on a and one on b: skew 1
+    over a and b, 2 when a third node holding none counts."""
+    ssd = {"disk": "ssd"}
+    nodes = [make_node(n, labels={"kubernetes.io/hostname": n, **ssd}) for n in ("a", "b")]
+    taint = {"key": "foo", "effect": "NoSchedule"}
+    nodes.append(make_node("t", labels={"kubernetes.io/hostname": "t", **ssd}, taints=[taint]))
+    nodes.append(make_node("h", labels={"kubernetes.io/hostname": "h"}))
+    constraint = {
+        "maxSkew": 1,
+        "topologyKey": "kubernetes.io/hostname",
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"foo": "bar"}},
+        **policies,
+    }
+    spec = {"topologySpreadConstraints": [constraint], "nodeSelector": ssd}
+    pods = [
+        on(make_pod(name, labels={"foo": "bar"}, spec=spec), node)
+        for name, node in (("p1", "a"), ("p2", "a"), ("p3", "b"))
+    ]
+    skew = "default/p1's spread by kubernetes.io/hostname: skew 2 > maxSkew 1"
+    assert check_placement(nodes, pods).violations == ([skew] if third_node_counts else [])

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import msgspec
 import pytest
 
-from kubesched.api import Node, Pod, node_allocatable, pod_requests
+from kubesched.api import Node, Pod, PodAffinityTerm, node_allocatable, pod_requests
 from kubesched.bench import ALL, UPSTREAM, WORKLOADS, constraint_violation, workload
 from kubesched.bench._workloads import (
     CHURN_CREATE,
@@ -134,16 +136,41 @@ UPSTREAM_SIZES = {
     "PreemptionBasic/1000Nodes": (1000, 4000, 1000, None),
     "PreemptionAsync/5000Nodes": (5000, 20000, 5000, 160),
     "SchedulingWithMixedChurn/5000Nodes_10000Pods": (5000, 0, 10000, 265),
+    "SchedulingPreferredPodAffinity/5000Nodes_5000Pods": (5000, 5000, 5000, 90),
+    "SchedulingPreferredPodAntiAffinity/5000Nodes_5000Pods": (5000, 5000, 5000, 90),
+    # Five createPods ops of 2,000 init pods each.
+    "MixedSchedulingBasePod/5000Nodes_5000Pods": (5000, 10000, 5000, 140),
+    # 100 namespaces of 40 or 50 init pods (createPodSets); the required anti-affinity one has
+    # 6,000 nodes despite its name: one green pod per node at the end.
+    "SchedulingRequiredPodAntiAffinityWithNSSelector/5000Nodes_2000Pods": (6000, 4000, 2000, 24),
+    "SchedulingPreferredAntiAffinityWithNSSelector/5000Nodes_2000Pods": (5000, 4000, 2000, 55),
+    "SchedulingRequiredPodAffinityWithNSSelector/5000Nodes_2000Pods": (5000, 5000, 2000, 35),
+    "SchedulingPreferredAffinityWithNSSelector/5000Nodes_5000Pods": (5000, 5000, 5000, 90),
+    # 4,000 normal nodes and 1,000 tainted ones.
+    "SchedulingWithNodeInclusionPolicy/5000Nodes": (5000, 0, 4000, 68),
+    "SchedulingGatedPodsWithPodAffinityImpactForThroughput/1Node_10000GatedPods": (
+        1,
+        10000,
+        20000,
+        110,
+    ),
 }
 
 
 def test_upstream_workloads_by_name_with_their_sizes_and_thresholds() -> None:
     assert set(UPSTREAM) == set(UPSTREAM_SIZES)
     # `all` leaves out the ones that do not fit in the hour.
-    assert set(ALL) == set(UPSTREAM) - {
-        "SchedulingWhileGated/1Node_10000GatedPods",
-        "SchedulingDaemonset/15000Nodes",
-        "SchedulingBasic/5000Nodes_50000Pods",
+    assert set(ALL) == {
+        "SchedulingBasic/5000Nodes_10000Pods",
+        "SchedulingPodAntiAffinity/5000Nodes_2000Pods",
+        "SchedulingPodAffinity/5000Nodes_5000Pods",
+        "TopologySpreading/5000Nodes_5000Pods",
+        "PreferredTopologySpreading/5000Nodes_5000Pods",
+        "SchedulingNodeAffinity/5000Nodes_10000Pods",
+        "Unschedulable/5kNodes/100Init/10kPods",
+        "PreemptionBasic/1000Nodes",
+        "PreemptionAsync/5000Nodes",
+        "SchedulingWithMixedChurn/5000Nodes_10000Pods",
     }
     for name, sizes in UPSTREAM_SIZES.items():
         w = workload(name)
@@ -331,3 +358,243 @@ def test_sizes_shrink_the_init_pods_with_the_workload() -> None:
         250,
         500,
     )
+
+
+def preferred_term(pod: Pod, kind: str) -> tuple[int, PodAffinityTerm]:
+    """The weight and term of ``pod``'s one preferred ``kind`` (``affinity``, ``anti``) term."""
+    affinity = pod.spec.affinity
+    assert affinity is not None
+    of = affinity.pod_affinity if kind == "affinity" else affinity.pod_anti_affinity
+    assert of is not None
+    assert not of.required_during_scheduling_ignored_during_execution
+    (weighted,) = of.preferred_during_scheduling_ignored_during_execution
+    return weighted.weight, weighted.pod_affinity_term
+
+
+def required_term(pod: Pod, kind: str) -> PodAffinityTerm:
+    """``pod``'s one required ``kind`` (``affinity``, ``anti``) term."""
+    affinity = pod.spec.affinity
+    assert affinity is not None
+    of = affinity.pod_affinity if kind == "affinity" else affinity.pod_anti_affinity
+    assert of is not None
+    assert not of.preferred_during_scheduling_ignored_during_execution
+    (term,) = of.required_during_scheduling_ignored_during_execution
+    return term
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "color"),
+    [
+        ("SchedulingPreferredPodAffinity/5000Nodes_5000Pods", "affinity", "red"),
+        ("SchedulingPreferredPodAntiAffinity/5000Nodes_5000Pods", "anti", "yellow"),
+    ],
+)
+def test_preferred_pod_affinity_pods(name: str, kind: str, color: str) -> None:
+    """pod-with-preferred-pod-(anti-)affinity: weight 1 by hostname to the pods of their own
+    color, init and measured alike, on node-default nodes."""
+    for p in [*pods_of(name), *pods_of(name, init=True)]:
+        assert p.metadata.labels == {"color": color}
+        weight, term = preferred_term(p, kind)
+        assert weight == 1
+        assert (term.topology_key, term.namespaces) == ("kubernetes.io/hostname", ["ns"])
+        assert term.label_selector is not None
+        assert term.label_selector.match_labels == {"color": color}
+        assert term.namespace_selector is None
+        assert pod_requests(p) == {"cpu": 100, "memory": 500 << 20}
+    assert workload(name).make_node(0)["metadata"]["labels"] == {
+        "kubernetes.io/hostname": "node-00000"
+    }
+
+
+def test_mixed_scheduling_base_pod_init_pods_of_five_templates() -> None:
+    """Upstream's five createPods ops of as many init pods each, in turn here; pod-default
+    measured, on zone1 nodes."""
+    w = workload("MixedSchedulingBasePod/5000Nodes_5000Pods")
+    init = [msgspec.convert(w.make_init_pod(i, f"i{i}", "ns"), Pod) for i in range(10)]
+    kinds = []
+    for p in init:
+        affinity = p.spec.affinity
+        if affinity is None:
+            kinds.append("default")
+        elif affinity.pod_affinity is not None:
+            required = affinity.pod_affinity.required_during_scheduling_ignored_during_execution
+            kinds.append("affinity" if required else "preferred affinity")
+        else:
+            assert affinity.pod_anti_affinity is not None
+            anti = affinity.pod_anti_affinity
+            required = anti.required_during_scheduling_ignored_during_execution
+            kinds.append("anti-affinity" if required else "preferred anti-affinity")
+    cycle = [
+        "default",
+        "affinity",
+        "anti-affinity",
+        "preferred affinity",
+        "preferred anti-affinity",
+    ]
+    assert kinds == cycle * 2
+    assert [p.metadata.labels.get("color") for p in init[:5]] == [
+        None,
+        "blue",
+        "green",
+        "red",
+        "yellow",
+    ]
+    assert required_term(init[1], "affinity").topology_key == ZONE_LABEL
+    assert required_term(init[2], "anti").topology_key == "kubernetes.io/hostname"
+    assert all(pod_requests(p) == {"cpu": 100, "memory": 500 << 20} for p in init)
+    for p in pods_of(w.name):
+        assert p.spec.affinity is None
+        assert not p.metadata.labels
+    assert w.make_node(0)["metadata"]["labels"][ZONE_LABEL] == "zone1"
+
+
+_TEAM = {"team": "devops"}
+
+
+@pytest.mark.parametrize(
+    ("name", "required", "kind", "color", "topology_key", "zone1"),
+    [
+        (
+            "SchedulingRequiredPodAntiAffinityWithNSSelector/5000Nodes_2000Pods",
+            True,
+            "anti",
+            "green",
+            "kubernetes.io/hostname",
+            False,
+        ),
+        (
+            "SchedulingPreferredAntiAffinityWithNSSelector/5000Nodes_2000Pods",
+            False,
+            "anti",
+            "green",
+            "kubernetes.io/hostname",
+            False,
+        ),
+        (
+            "SchedulingRequiredPodAffinityWithNSSelector/5000Nodes_2000Pods",
+            True,
+            "affinity",
+            "blue",
+            ZONE_LABEL,
+            True,
+        ),
+        (
+            "SchedulingPreferredAffinityWithNSSelector/5000Nodes_5000Pods",
+            False,
+            "affinity",
+            "red",
+            "kubernetes.io/hostname",
+            False,
+        ),
+    ],
+)
+def test_namespace_selector_pods_select_the_labelled_namespaces(
+    name: str, required: bool, kind: str, color: str, topology_key: str, zone1: bool
+) -> None:
+    """The -ns-selector templates: a term by namespaceSelector team=devops (no namespaces
+    named), init and measured pods alike; the nodes in zone1 where upstream labels them."""
+    w = workload(name)
+    for p in [*pods_of(name), *pods_of(name, init=True)]:
+        assert p.metadata.labels == {"color": color}
+        if required:
+            term = required_term(p, kind)
+        else:
+            weight, term = preferred_term(p, kind)
+            assert weight == 1
+        assert (term.topology_key, term.namespaces) == (topology_key, [])
+        assert term.label_selector is not None
+        assert term.label_selector.match_labels == {"color": color}
+        assert term.namespace_selector is not None
+        assert term.namespace_selector.match_labels == _TEAM
+        assert pod_requests(p) == {"cpu": 100, "memory": 500 << 20}
+    assert (ZONE_LABEL in w.make_node(0)["metadata"]["labels"]) == zone1
+
+
+@pytest.mark.parametrize(
+    ("name", "per_namespace"),
+    [
+        ("SchedulingRequiredPodAntiAffinityWithNSSelector/5000Nodes_2000Pods", 40),
+        ("SchedulingPreferredAntiAffinityWithNSSelector/5000Nodes_2000Pods", 40),
+        ("SchedulingRequiredPodAffinityWithNSSelector/5000Nodes_2000Pods", 50),
+        ("SchedulingPreferredAffinityWithNSSelector/5000Nodes_5000Pods", 50),
+    ],
+)
+def test_namespace_selector_init_pods_spread_over_100_labelled_namespaces(
+    name: str, per_namespace: int
+) -> None:
+    """createNamespaces init-ns (100) and measure-ns (1) from namespace-with-labels, and the
+    init pods' createPodSets: as many in each init namespace as upstream's."""
+    w = workload(name)
+    namespaces = w.make_namespaces("bench")
+    assert [n["metadata"]["name"] for n in namespaces] == [
+        "bench",
+        *(f"init-ns-{k}" for k in range(100)),
+    ]
+    assert all(n["kind"] == "Namespace" and n["metadata"]["labels"] == _TEAM for n in namespaces)
+    counts = Counter(w.init_namespace(i, "bench") for i in range(w.init_pods))
+    assert counts == {f"init-ns-{k}": per_namespace for k in range(100)}
+
+
+def test_other_workloads_have_one_plain_namespace() -> None:
+    w = workload("SchedulingPodAffinity/5000Nodes_5000Pods")
+    assert w.make_namespaces("bench") == [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}}
+    ]
+    assert {w.init_namespace(i, "bench") for i in range(10)} == {"bench"}
+
+
+def test_node_inclusion_policy_spreads_by_hostname_over_untainted_nodes() -> None:
+    """pod-with-node-inclusion-policy (maxSkew 1 by hostname, both policies Honor) on four
+    node-default nodes for each node-with-taint (taint foo:NoSchedule); every node has its
+    hostname label, as scheduler_perf's node preparer gives it."""
+    w = workload("SchedulingWithNodeInclusionPolicy/5000Nodes")
+    nodes = [msgspec.convert(w.make_node(i), Node) for i in range(w.nodes)]
+    tainted = [n for n in nodes if n.spec.taints]
+    assert len(tainted) == 1000
+    assert all(
+        [(t.key, t.value, t.effect) for t in n.spec.taints] == [("foo", "", "NoSchedule")]
+        for n in tainted
+    )
+    assert all(n.metadata.labels["kubernetes.io/hostname"] == n.metadata.name for n in nodes)
+    assert all(node_allocatable(n) == node_allocatable(nodes[0]) for n in nodes)
+    for p in pods_of(w.name):
+        assert p.metadata.labels == {"foo": "bar"}
+        (c,) = p.spec.topology_spread_constraints
+        assert (c.max_skew, c.topology_key, c.when_unsatisfiable) == (
+            1,
+            "kubernetes.io/hostname",
+            "DoNotSchedule",
+        )
+        assert (c.node_affinity_policy, c.node_taints_policy) == ("Honor", "Honor")
+        assert c.label_selector is not None
+        assert c.label_selector.match_labels == {"foo": "bar"}
+        assert pod_requests(p) == {"cpu": 100, "memory": 500 << 20}
+        assert constraint_violation(p, tainted[0]) == "untolerated taint foo=:NoSchedule"
+    # One measured pod per untainted node at full size.
+    assert w.measured_pods == len(nodes) - len(tainted)
+
+
+def test_gated_pods_with_pod_affinity_select_the_measured_pods() -> None:
+    """gated-pod-with-pod-affinity: held by scheduling-gate-1, required affinity by hostname to
+    app=scheduler-perf pods in its own namespace, which the measured pod-with-label pods are
+    here; on one node of 90,000 pods."""
+    w = workload("SchedulingGatedPodsWithPodAffinityImpactForThroughput/1Node_10000GatedPods")
+    assert not w.init_pods_bind
+    for p in pods_of(w.name, init=True):
+        assert [g.name for g in p.spec.scheduling_gates] == ["scheduling-gate-1"]
+        assert p.metadata.labels == {"app": "scheduler-perf"}
+        term = required_term(p, "affinity")
+        assert (term.topology_key, term.namespaces) == ("kubernetes.io/hostname", [])
+        assert term.namespace_selector is None
+        assert term.label_selector is not None
+        assert term.label_selector.match_labels == {"app": "scheduler-perf"}
+        assert pod_requests(p) == {}
+    for p in pods_of(w.name):
+        assert p.metadata.labels == {"app": "scheduler-perf"}
+        assert p.spec.affinity is None
+        assert not p.spec.scheduling_gates
+        assert pod_requests(p) == {}
+        assert [(c.name, c.image, c.ports) for c in p.spec.containers] == [
+            ("pause", "registry.k8s.io/pause:3.10.1", [])
+        ]
+    assert node_allocatable(msgspec.convert(w.make_node(0), Node))["pods"] == 90000
