@@ -915,7 +915,7 @@ UPSTREAM: dict[str, Workload] = {
 #: SchedulingBasic's full-size run (docs/benchmarks.md). Left out, each runs by its name:
 #: SchedulingWhileGated's and the gated pod-affinity one's 30,000 pods would take a quarter of
 #: an hour more each, SchedulingDaemonset's 45,000 objects and SchedulingBasic's 55,000 pods half
-#: an hour each; the rest fill the hour already, so the preferred, namespace-selector and mixed
+#: an hour each; the rest take the hour already, so the preferred, namespace-selector and mixed
 #: affinity workloads and the node inclusion policy one (another hour together) stay out too.
 _NOT_IN_ALL = (
     "SchedulingWhileGated/1Node_10000GatedPods",

@@ -183,3 +183,27 @@ def test_preemption_async_by_its_upstream_name() -> None:
         assert r["churn_objects"] >= 1
     [comparison] = document["comparisons"]
     assert comparison["upstream_threshold"] == 160
+
+
+def test_namespace_selector_anti_affinity_by_its_upstream_name() -> None:
+    """SchedulingRequiredPodAntiAffinityWithNSSelector at upstream's integration size (10 nodes,
+    4 init pods, 6 measured): the init pods live in labelled namespaces of their own, which the
+    measured pods' anti-affinity selects by label. Both schedulers give each of the ten pods a
+    node of its own; the bench awaits and checks the init pods in their namespaces like the
+    rest (a pod it did not see bound, or one placed against a term, would be in errors)."""
+    document, _ = bench_e2e(
+        "--workload=SchedulingRequiredPodAntiAffinityWithNSSelector/5000Nodes_2000Pods",
+        "--nodes=10",
+        "--init-pods=4",
+        "--pods=6",
+        "--no-ceiling",
+    )
+    assert [r["scheduler"] for r in document["results"]] == ["kubesched", "kube-scheduler"]
+    for r in document["results"]:
+        assert (r["nodes"], r["init_pods"], r["measured_pods"]) == (10, 4, 6)
+        assert (r["overcommitted_nodes"], r["unbound_pods"]) == (0, 0), r["errors"]
+        assert r["constraint_violations"] == 0, r["errors"]
+        assert r["errors"] == []
+        assert r["pods_bound"] == r["events_written"] == 6
+    [comparison] = document["comparisons"]
+    assert comparison["upstream_threshold"] == 24
