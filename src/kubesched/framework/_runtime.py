@@ -526,43 +526,43 @@ class Framework:
         higher priority are nominated: with those pods counted. Nodes failing it get its status
         and leave ``slots``; the others go on to the ordinary pass (without them)."""
         assert self._nominator is not None
+        names = self._nominator.nominated_nodes()
+        if not names:
+            return slots
+        # A table of the candidate slots: cheaper than a set of them at thousands of nodes.
+        among = np.zeros(len(self._snapshot.table.present), dtype=bool)
+        among[slots] = True
         work: list[tuple[NodeInfo, list[PodInfo]]] = []
-        candidates: set[int] | None = None
-        for name in self._nominator.nominated_nodes():
+        for name in names:
             info = self._snapshot.get(name)
-            if info is None:
-                continue
-            if candidates is None:
-                candidates = set(slots.tolist())
-            if info.slot not in candidates:
+            if info is None or not among[info.slot]:
                 continue
             nominated = self._ge_nominated_pods(pod, name)
             if nominated:
                 work.append((info, nominated))
         if not work:
             return slots
-        key = self.node_verdict_key(state, pod) if len(work) > PER_NODE_AT_MOST else None
-        failed: list[int] = []
+        key = self.node_verdict_key(state, pod)
         if key is None:
-            for info, nominated in work:
-                status = self._run_filter_plugins_with(state, pod, info, nominated)
-                if status is None:
-                    continue
-                if status.code == Code.ERROR:
-                    raise FilterError(status.plugin, status)
-                diagnosis.add(NodeGroup(np.array([info.slot], dtype=np.int64), status))
-                failed.append(info.slot)
+            verdicts = [
+                (info, self._run_filter_plugins_with(state, pod, info, nominated))
+                for info, nominated in work
+            ]
         else:
-            by_status: dict[int, tuple[Status, list[int]]] = {}
-            for info, status in self._with_nominated_verdicts(state, pod, key, work):
-                if status is not None:
-                    by_status.setdefault(id(status), (status, []))[1].append(info.slot)
-            for status, failed_slots in by_status.values():
-                diagnosis.add(NodeGroup(np.array(failed_slots, dtype=np.int64), status))
-                failed.extend(failed_slots)
-        if failed:
-            slots = slots[~np.isin(slots, failed)]
-        return slots
+            verdicts = self._with_nominated_verdicts(state, pod, key, work)
+        by_status: dict[int, tuple[Status, list[int]]] = {}
+        for info, status in verdicts:
+            if status is None:
+                continue
+            if status.code == Code.ERROR:
+                raise FilterError(status.plugin, status)
+            by_status.setdefault(id(status), (status, []))[1].append(info.slot)
+        if not by_status:
+            return slots
+        for status, failed in by_status.values():
+            diagnosis.add(NodeGroup(np.array(failed, dtype=np.int64), status))
+            among[failed] = False
+        return slots[among[slots]]
 
     def _nodes_judged_apart(self, state: CycleState) -> bool:
         """Whether what-if changes of several nodes can be judged in one pass: every active
@@ -583,7 +583,7 @@ class Framework:
         """Each node's verdict with its nominated pods counted, given :meth:`node_verdict_key`:
         kept from an earlier cycle for a node with the same Node object, pods and nominated
         pods under an equal key (nominated pods stay for many cycles while their victims go),
-        the others judged in one vectorized pass."""
+        the others judged one by one when they are few, else in one vectorized pass."""
         out: list[tuple[NodeInfo, Status | None]] = []
         fresh: list[tuple[NodeInfo, list[PodInfo]]] = []
         kept_verdicts = self._with_nominated
@@ -600,22 +600,29 @@ class Framework:
                 fresh.append((info, nominated))
         if not fresh:
             return out
-        plugins = self._filter_plans.of(state.skip_filter_plugins).calls(state)
         if len(kept_verdicts) > 2 * len(self._snapshot):
             kept_verdicts.clear()
-        with self._snapshot.trials(info for info, _ in fresh) as trials:
-            for trial, (_, nominated) in zip(trials, fresh, strict=True):
-                for pi in nominated:
-                    trial.add_pod(pi)
-            form = Vectorized(self._snapshot, np.array(sorted(i.slot for i, _ in fresh)))
-            try:
-                rejected = filter_in_order(state, pod, plugins, form)
-            except FilterError as e:
-                raise FilterError(e.plugin, _filter_error(e)) from e
-        verdicts = {slot: status for slots, status in rejected for slot in slots.tolist()}
+        if len(fresh) <= PER_NODE_AT_MOST:
+            verdicts = {
+                info.slot: self._run_filter_plugins_with(state, pod, info, nominated)
+                for info, nominated in fresh
+            }
+        else:
+            plugins = self._filter_plans.of(state.skip_filter_plugins).calls(state)
+            with self._snapshot.trials(info for info, _ in fresh) as trials:
+                for trial, (_, nominated) in zip(trials, fresh, strict=True):
+                    for pi in nominated:
+                        trial.add_pod(pi)
+                form = Vectorized(self._snapshot, np.array(sorted(i.slot for i, _ in fresh)))
+                try:
+                    rejected = filter_in_order(state, pod, plugins, form)
+                except FilterError as e:
+                    raise FilterError(e.plugin, _filter_error(e)) from e
+            verdicts = {slot: status for slots, status in rejected for slot in slots.tolist()}
         for info, nominated in fresh:
             status = verdicts.get(info.slot)
-            kept_verdicts[info.name] = _Verdict(key, tuple(nominated), info.contents(), status)
+            if status is None or status.code != Code.ERROR:
+                kept_verdicts[info.name] = _Verdict(key, tuple(nominated), info.contents(), status)
             out.append((info, status))
         return out
 

@@ -655,9 +655,12 @@ def test_a_kept_verdict_with_nominated_pods_stands_until_the_node_or_its_nominat
     assert fit() == every - {"n5"}
     assert Counted.asked == [11]  # the ten verdicts are kept
     # One node's pods change, another's nominations, a third's pods without nominations: the
-    # first two are judged again with their nominated pods.
+    # first two are judged again with their nominated pods, one by one (they are few).
     s.remove_pod(old.uid)
     nominator.pods["n4"] = [PodInfo.of(make_pod("big", memory="2Gi", priority=10))]
     s.add_pod(PodInfo.of(make_pod("busy", memory="2Gi")), "n10")
     assert fit() == every - {"n4", "n10"}
-    assert Counted.asked == [2, 11]
+    assert Counted.asked == [1, 1, 11]
+    # Verdicts judged one by one are kept as well.
+    assert fit() == every - {"n4", "n10"}
+    assert Counted.asked == [11]
