@@ -617,6 +617,11 @@ class SchedulingQueue:
         if qpi.gated_by:
             self._enter(qpi, self._unschedulable_pods, event, plugin)
             return False
+        self._admit_to_active(qpi, event, plugin)
+        return True
+
+    def _admit_to_active(self, qpi: QueuedPodInfo, event: str, plugin: str) -> None:
+        """Into activeQ, PreEnqueue having let the pod through."""
         uid = qpi.pod.metadata.uid
         if uid in self._not_yet_active:
             self._not_yet_active.discard(uid)
@@ -624,7 +629,6 @@ class SchedulingQueue:
         self._enter(qpi, self._active_q, event, plugin)
         if event in _NOMINATING:
             self._nominator.add_nominated_pod(qpi.pod_info, None)
-        return True
 
     def _move_to_backoff(self, qpi: QueuedPodInfo, event: str, plugin: str) -> bool:
         """``moveToBackoffQ``; with pops from backoffQ, PreEnqueue runs here and may gate."""
@@ -647,6 +651,28 @@ class SchedulingQueue:
             return BACKOFF if self._move_to_backoff(qpi, event, plugin) else UNSCHEDULABLE
         return ACTIVE if self._move_to_active(qpi, event, plugin) else UNSCHEDULABLE
 
+    def _requeue_gated(
+        self, qpi: QueuedPodInfo, strategy: _Strategy, event: str, plugin: str
+    ) -> None:
+        """``requeuePodWithQueueingStrategy`` for a gated pod still in unschedulablePods, when
+        both activeQ and backoffQ run PreEnqueue on entry: PreEnqueue runs first, and a pod it
+        gates again is put back at once (counted as arriving for ``event``, as a move would)
+        instead of leaving and re-entering. Thousands of pods waiting for their preemptions
+        see every victim's deletion, and nearly all of them are gated again."""
+        self._run_pre_enqueue(qpi)
+        if qpi.gated_by:
+            waiting = self._unschedulable_pods
+            uid = qpi.pod.metadata.uid
+            waiting.delete(uid)
+            waiting.add(qpi, event)
+            return
+        self._leave(qpi.pod.metadata.uid)
+        if strategy == _Strategy.AFTER_BACKOFF and self._backoff_q.is_backing_off(qpi):
+            self._enter(qpi, self._backoff_q, event, plugin)
+            self._active_q.broadcast()
+        else:
+            self._admit_to_active(qpi, event, plugin)
+
     def _move_pods(
         self, pods: Iterable[QueuedPodInfo], event: ClusterEvent, old: Any, new: Any
     ) -> None:
@@ -663,8 +689,11 @@ class SchedulingQueue:
             strategy, plugin = self._worth_requeuing(qpi, event, old, new)
             if strategy == _Strategy.SKIP:
                 continue
-            self._leave(uid)
             label = label or event_label(event)
+            if qpi.gated_by and self._pop_from_backoff:
+                self._requeue_gated(qpi, strategy, label, plugin)
+                continue
+            self._leave(uid)
             self._requeue(qpi, strategy, label, plugin)
         self._move_request_cycle = self._active_q.scheduling_cycle
         self._active_q.add_event_if_any_in_flight(event, old, new)

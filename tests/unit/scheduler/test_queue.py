@@ -652,6 +652,50 @@ def test_pre_enqueue_that_raises_gates_until_any_event() -> None:
     assert q.where(uid(pod)) == ACTIVE
 
 
+@pytest.mark.parametrize(("waited", "released_to"), [(0.0, BACKOFF), (10.0, ACTIVE)])
+def test_a_pod_gated_again_by_each_event_stays_gated_and_counts_as_arriving(
+    waited: float, released_to: str
+) -> None:
+    """A preemptor held by PreEnqueue while its victims go sees each victim's deletion: the
+    plugin that rejected it says Queue, PreEnqueue runs once and holds it again, so it stays
+    gated (counted as arriving, as a move out and back is); once PreEnqueue lets it through
+    it goes where its backoff says."""
+    holding = False
+    asked = 0
+
+    def preempting(pod: Pod, gating: str) -> Status | None:
+        nonlocal asked
+        asked += 1
+        if holding:
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "preempting", plugin="Preempting")
+        return None
+
+    events = {
+        "Fit": [ClusterEventWithHint(NODE_ADD)],
+        "Preempting": [ClusterEventWithHint(NODE_ADD, lambda *_: QueueingHint.SKIP)],
+    }
+    clock = FakeClock()
+    incoming: dict[str, dict[str, int]] = {}
+    q = make_queue(clock, events, pre_enqueue=preempting, incoming_pods_metric=incoming)
+    pod = make_pod("p")
+    q.add(pod)
+    fail(q, pop(q), "Fit")
+    holding = True
+    q.move_all_to_active_or_backoff(NODE_ADD)  # Fit's Queue, PreEnqueue gates it
+    assert q.where(uid(pod)) == GATED
+    asked = 0
+    for _ in range(3):
+        q.move_all_to_active_or_backoff(NODE_ADD)
+        assert q.where(uid(pod)) == GATED
+    assert asked == 3
+    assert incoming[UNSCHEDULABLE] == {"ScheduleAttemptFailure": 1, "NodeAdd": 4}
+    clock.step(waited)
+    holding = False
+    q.move_all_to_active_or_backoff(NODE_ADD)
+    assert q.where(uid(pod)) == released_to
+    assert asked == 4
+
+
 # --- delete and update ------------------------------------------------------------------------
 
 
