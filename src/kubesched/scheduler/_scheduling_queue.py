@@ -659,12 +659,10 @@ class SchedulingQueue:
         gates again is put back at once (counted as arriving for ``event``, as a move would)
         instead of leaving and re-entering. Thousands of pods waiting for their preemptions
         see every victim's deletion, and nearly all of them are gated again."""
+        gated_by = qpi.gated_by
         self._run_pre_enqueue(qpi)
         if qpi.gated_by:
-            waiting = self._unschedulable_pods
-            uid = qpi.pod.metadata.uid
-            waiting.delete(uid)
-            waiting.add(qpi, event)
+            self._unschedulable_pods.add_again(qpi, event, gated_by)
             return
         self._leave(qpi.pod.metadata.uid)
         if strategy == _Strategy.AFTER_BACKOFF and self._backoff_q.is_backing_off(qpi):
