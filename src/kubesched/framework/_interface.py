@@ -98,6 +98,11 @@ class PodNominator(Protocol):
         """The nodes with at least one nominated pod."""
         ...
 
+    def nominations_stamp(self, node_name: str) -> Hashable:
+        """A value that changes whenever the pods nominated to ``node_name`` (or their
+        versions) change: a verdict kept with it stands while it is equal."""
+        ...
+
 
 class PodActivator(Protocol):
     """Moves pods waiting in the scheduling queue to its active queue now."""

@@ -104,6 +104,17 @@ class _Verdict:
     nominated: tuple[PodInfo, ...]
     content: tuple[Node | PodInfo | None, ...]
     status: Status | None
+    #: The pod priority it was judged for, the nominator's stamp of the node then and the UIDs
+    #: of all the pods nominated there, none of them counted on a node nor the pod judged
+    #: (``None`` otherwise): while those hold, the nominated pods need not be looked up again.
+    priority: int = 0
+    stamp: Hashable = None
+    uids: tuple[str, ...] | None = None
+
+
+#: A node to judge with its nominated pods counted: the node, those pods, and the UIDs of every
+#: pod nominated there when its verdict may be kept by them (see ``_Verdict.uids``).
+_NominatedWork = tuple[NodeInfo, list[PodInfo], tuple[str, ...] | None]
 
 
 @dataclass(slots=True)
@@ -532,24 +543,44 @@ class Framework:
         # A table of the candidate slots: cheaper than a set of them at thousands of nodes.
         among = np.zeros(len(self._snapshot.table.present), dtype=bool)
         among[slots] = True
-        work: list[tuple[NodeInfo, list[PodInfo]]] = []
+        nominator = self._nominator
+        key = self.node_verdict_key(state, pod)
+        priority, uid = _priority(pod), pod.metadata.uid
+        kept_verdicts = self._with_nominated
+        counted = self._snapshot.node_of_pod
+        verdicts: list[tuple[NodeInfo, Status | None]] = []
+        work: list[_NominatedWork] = []
         for name in names:
             info = self._snapshot.get(name)
             if info is None or not among[info.slot]:
                 continue
-            nominated = self._ge_nominated_pods(pod, name)
+            kept = kept_verdicts.get(name) if key is not None else None
+            kept_uids = None if kept is None else kept.uids
+            if (
+                kept is not None
+                and kept_uids is not None
+                and kept.key == key
+                and kept.priority == priority
+                and kept.stamp == nominator.nominations_stamp(name)
+                and uid not in kept_uids
+                and all(counted(u) is None for u in kept_uids)
+                and kept.content == info.contents()
+            ):
+                verdicts.append((info, kept.status))
+                continue
+            every = nominator.nominated_pods_for_node(name)
+            nominated = self._ge_nominated(pod, every)
             if nominated:
-                work.append((info, nominated))
-        if not work:
-            return slots
-        key = self.node_verdict_key(state, pod)
+                uids = tuple(pi.uid for pi in every)
+                keep_by_uids = uid not in uids and all(counted(u) is None for u in uids)
+                work.append((info, nominated, uids if keep_by_uids else None))
         if key is None:
-            verdicts = [
+            verdicts += [
                 (info, self._run_filter_plugins_with(state, pod, info, nominated))
-                for info, nominated in work
+                for info, nominated, _ in work
             ]
-        else:
-            verdicts = self._with_nominated_verdicts(state, pod, key, work)
+        elif work:
+            verdicts += self._with_nominated_verdicts(state, pod, key, work)
         by_status: dict[int, tuple[Status, list[int]]] = {}
         for info, status in verdicts:
             if status is None:
@@ -578,16 +609,17 @@ class Framework:
         state: CycleState,
         pod: Pod,
         key: Hashable,
-        work: Sequence[tuple[NodeInfo, list[PodInfo]]],
+        work: Sequence[_NominatedWork],
     ) -> list[tuple[NodeInfo, Status | None]]:
         """Each node's verdict with its nominated pods counted, given :meth:`node_verdict_key`:
         kept from an earlier cycle for a node with the same Node object, pods and nominated
         pods under an equal key (nominated pods stay for many cycles while their victims go),
         the others judged one by one when they are few, else in one vectorized pass."""
         out: list[tuple[NodeInfo, Status | None]] = []
-        fresh: list[tuple[NodeInfo, list[PodInfo]]] = []
+        fresh: list[_NominatedWork] = []
         kept_verdicts = self._with_nominated
-        for info, nominated in work:
+        for item in work:
+            info, nominated, _ = item
             kept = kept_verdicts.get(info.name)
             if (
                 kept is not None
@@ -597,7 +629,7 @@ class Framework:
             ):
                 out.append((info, kept.status))
             else:
-                fresh.append((info, nominated))
+                fresh.append(item)
         if not fresh:
             return out
         if len(kept_verdicts) > 2 * len(self._snapshot):
@@ -605,24 +637,35 @@ class Framework:
         if len(fresh) <= PER_NODE_AT_MOST:
             verdicts = {
                 info.slot: self._run_filter_plugins_with(state, pod, info, nominated)
-                for info, nominated in fresh
+                for info, nominated, _ in fresh
             }
         else:
             plugins = self._filter_plans.of(state.skip_filter_plugins).calls(state)
-            with self._snapshot.trials(info for info, _ in fresh) as trials:
-                for trial, (_, nominated) in zip(trials, fresh, strict=True):
+            with self._snapshot.trials(info for info, _, _ in fresh) as trials:
+                for trial, (_, nominated, _) in zip(trials, fresh, strict=True):
                     for pi in nominated:
                         trial.add_pod(pi)
-                form = Vectorized(self._snapshot, np.array(sorted(i.slot for i, _ in fresh)))
+                form = Vectorized(self._snapshot, np.array(sorted(i.slot for i, _, _ in fresh)))
                 try:
                     rejected = filter_in_order(state, pod, plugins, form)
                 except FilterError as e:
                     raise FilterError(e.plugin, _filter_error(e)) from e
             verdicts = {slot: status for slots, status in rejected for slot in slots.tolist()}
-        for info, nominated in fresh:
+        priority = _priority(pod)
+        nominator = self._nominator
+        assert nominator is not None
+        for info, nominated, uids in fresh:
             status = verdicts.get(info.slot)
             if status is None or status.code != Code.ERROR:
-                kept_verdicts[info.name] = _Verdict(key, tuple(nominated), info.contents(), status)
+                kept_verdicts[info.name] = _Verdict(
+                    key,
+                    tuple(nominated),
+                    info.contents(),
+                    status,
+                    priority,
+                    nominator.nominations_stamp(info.name),
+                    uids,
+                )
             out.append((info, status))
         return out
 
@@ -631,11 +674,15 @@ class Framework:
         and pods already counted on some node (assumed or bound meanwhile) left out."""
         if self._nominator is None:
             return []
+        return self._ge_nominated(pod, self._nominator.nominated_pods_for_node(node_name))
+
+    def _ge_nominated(self, pod: Pod, nominated: Iterable[PodInfo]) -> list[PodInfo]:
+        """Of ``nominated``, what :meth:`_ge_nominated_pods` counts."""
         priority = _priority(pod)
         uid = pod.metadata.uid
         return [
             pi
-            for pi in self._nominator.nominated_pods_for_node(node_name)
+            for pi in nominated
             if pi.uid != uid
             and _priority(pi.pod) >= priority
             and self._snapshot.node_of_pod(pi.uid) is None

@@ -20,6 +20,9 @@ class Nominator:
         self._pods: dict[str, dict[str, None]] = {}
         self._node: dict[str, str] = {}
         self._info: dict[str, PodInfo] = {}
+        # node -> the count of changes to its nominations when it last changed
+        self._stamps: dict[str, int] = {}
+        self._changes = 0
 
     def add_nominated_pod(self, pod_info: PodInfo, node_name: str | None) -> None:
         """Nominate the pod to ``node_name``; ``None`` takes the node from the pod's
@@ -34,6 +37,7 @@ class Nominator:
         self._node[uid] = node
         self._info[uid] = pod_info
         self._pods.setdefault(node, {})[uid] = None
+        self._changed(node)
 
     def update_nominated_pod(self, old: Pod, new: PodInfo) -> None:
         """``UpdateNominatedPod``: follow the pod's ``status.nominatedNodeName``, but keep a
@@ -54,6 +58,16 @@ class Nominator:
         del uids[uid]
         if not uids:
             del self._pods[node]
+        self._changed(node)
+
+    def _changed(self, node: str) -> None:
+        self._changes += 1
+        self._stamps[node] = self._changes
+
+    def stamp(self, node_name: str) -> int:
+        """Changes whenever a pod is nominated to ``node_name`` or no longer is (an update is
+        both); 0 for a node never nominated to."""
+        return self._stamps.get(node_name, 0)
 
     def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]:
         """The pods nominated to ``node_name``, in nomination order, as last nominated."""

@@ -471,6 +471,11 @@ class SchedulingQueue:
     def nominated_node(self, uid: str) -> str | None:
         return self._nominator.nominated_node(uid)
 
+    def nominations_stamp(self, node_name: str) -> int:
+        """The nominator's stamp of ``node_name``: every change of a queued pod's version goes
+        through the nominator too (``update_nominated_pod``)."""
+        return self._nominator.stamp(node_name)
+
     def nominated_nodes(self) -> list[str]:
         """The nodes with at least one nominated pod."""
         return self._nominator.nominated_nodes()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from typing import Any, ClassVar
 
 import msgspec
@@ -192,6 +192,9 @@ class Nominator:
 
     def nominated_nodes(self) -> Iterable[str]:
         return [n for n, pods in self.pods.items() if pods]
+
+    def nominations_stamp(self, node_name: str) -> Hashable:
+        return tuple(id(pi) for pi in self.pods.get(node_name, []))
 
 
 def cluster() -> Snapshot:
@@ -664,3 +667,63 @@ def test_a_kept_verdict_with_nominated_pods_stands_until_the_node_or_its_nominat
     # Verdicts judged one by one are kept as well.
     assert fit() == every - {"n4", "n10"}
     assert Counted.asked == [11]
+
+
+class Looked(Nominator):
+    """Counts the lookups of a node's nominated pods."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.looked: list[str] = []
+
+    def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]:
+        self.looked.append(node_name)
+        return super().nominated_pods_for_node(node_name)
+
+
+def test_a_kept_verdict_needs_no_lookup_of_the_nominated_pods_while_they_are_the_same() -> None:
+    s = Snapshot()
+    for i in range(3):
+        s.set_node(make_node(f"n{i}", cpu="2", memory="2Gi"))
+    fw = Framework(
+        profile_name="test",
+        registry=Registry({p.name: p for p in (Sort, Binder, Counted)}),
+        plugins={"queueSort": [("Sort", 1)], "bind": [("Binder", 1)], "filter": [("Counted", 1)]},
+        snapshot=s,
+    )
+    nominator = Looked()
+    fw.set_pod_nominator(nominator)
+    big = make_pod("big", memory="1536Mi", priority=10)
+    nominator.nominate(big, "n0")
+
+    def fit(p: Pod) -> set[str]:
+        nominator.looked.clear()
+        feasible, _ = fw.find_nodes_that_fit(CycleState(), p)
+        return {s.table.names[slot] for slot in feasible.slots.tolist()}
+
+    def pod(name: str, priority: int) -> Pod:
+        return make_pod(name, memory="1Gi", priority=priority)
+
+    assert fit(pod("a", 10)) == {"n1", "n2"}
+    assert nominator.looked == ["n0"]
+    assert fit(pod("b", 10)) == {"n1", "n2"}  # the same shape and priority: kept
+    assert nominator.looked == []
+    # Another priority is judged again: a lower one counts the nominated pod, a higher one not.
+    assert fit(pod("c", 5)) == {"n1", "n2"}
+    assert nominator.looked == ["n0"]
+    assert fit(pod("d", 20)) == {"n0", "n1", "n2"}
+    assert nominator.looked == ["n0"]
+    # The nominated pod judged itself: not counted against itself.
+    assert fit(big) == {"n0", "n1", "n2"}
+    assert nominator.looked == ["n0"]
+    assert fit(pod("e", 10)) == {"n1", "n2"}
+    assert nominator.looked == ["n0"]
+    # Nominated elsewhere: n0 is free again, n1 judged with it.
+    nominator.pods["n0"] = []
+    nominator.nominate(big, "n1")
+    assert fit(pod("f", 10)) == {"n0", "n2"}
+    assert nominator.looked == ["n1"]
+    # Counted on a node meanwhile (assumed): no longer nominated anywhere in effect.
+    s.add_pod(PodInfo.of(big), "n2")
+    assert fit(pod("g", 10)) == {"n0", "n1"}
+    assert nominator.looked == ["n1"]

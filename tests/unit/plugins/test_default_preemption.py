@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -201,6 +201,9 @@ class Nominator:
 
     def nominated_nodes(self) -> list[str]:
         return [n for n, p in self.pods.items() if p]
+
+    def nominations_stamp(self, node_name: str) -> Hashable:
+        return tuple(id(pi) for pi in self.pods.get(node_name, []))
 
 
 class Activator:
