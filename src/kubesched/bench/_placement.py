@@ -15,7 +15,7 @@ placement, since the minimum only grows.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from kubesched.api import (
@@ -131,19 +131,29 @@ def anti_affinity_violations(
     labels = namespaces or {}
     domains = _Domains(nodes, pods)
     out: list[str] = []
+    for pod, term, value in _required_terms(domains, pods, anti=True):
+        if value is None:
+            continue
+        for other in domains.pods(term.topology_key, value):
+            if other is not pod and _matches(term, pod, other, labels):
+                out.append(f"{pod.key} on {pod.spec.node_name}: anti-affinity to {other.key}")
+    return out
+
+
+def _required_terms(
+    domains: _Domains, pods: Sequence[Pod], *, anti: bool
+) -> Iterator[tuple[Pod, PodAffinityTerm, str | None]]:
+    """Each pod's required anti-affinity (``anti``) or affinity terms, with the value of the
+    term's topology key on the pod's node (``None`` where the node lacks it)."""
     for pod in pods:
         affinity = pod.spec.affinity
-        anti = affinity.pod_anti_affinity if affinity is not None else None
-        if anti is None:
+        if affinity is None:
             continue
-        for term in anti.required_during_scheduling_ignored_during_execution:
-            value = domains.value(pod, term.topology_key)
-            if value is None:
-                continue
-            for other in domains.pods(term.topology_key, value):
-                if other is not pod and _matches(term, pod, other, labels):
-                    out.append(f"{pod.key} on {pod.spec.node_name}: anti-affinity to {other.key}")
-    return out
+        kind = affinity.pod_anti_affinity if anti else affinity.pod_affinity
+        if kind is None:
+            continue
+        for term in kind.required_during_scheduling_ignored_during_execution:
+            yield pod, term, domains.value(pod, term.topology_key)
 
 
 def affinity_violations(
@@ -155,29 +165,23 @@ def affinity_violations(
     labels = namespaces or {}
     domains = _Domains(nodes, pods)
     out: list[str] = []
-    for pod in pods:
-        affinity = pod.spec.affinity
-        required = affinity.pod_affinity if affinity is not None else None
-        if required is None:
+    for pod, term, value in _required_terms(domains, pods, anti=False):
+        if value is None:
+            out.append(f"{pod.key} on {pod.spec.node_name}: no {term.topology_key} label")
             continue
-        for term in required.required_during_scheduling_ignored_during_execution:
-            value = domains.value(pod, term.topology_key)
-            if value is None:
-                out.append(f"{pod.key} on {pod.spec.node_name}: no {term.topology_key} label")
-                continue
-            if any(
-                other is not pod and _matches(term, pod, other, labels)
-                for other in domains.pods(term.topology_key, value)
-            ):
-                continue
-            alone = _matches(term, pod, pod, labels) and not any(
-                other is not pod and _matches(term, pod, other, labels) for other in pods
+        if any(
+            other is not pod and _matches(term, pod, other, labels)
+            for other in domains.pods(term.topology_key, value)
+        ):
+            continue
+        alone = _matches(term, pod, pod, labels) and not any(
+            other is not pod and _matches(term, pod, other, labels) for other in pods
+        )
+        if not alone:
+            out.append(
+                f"{pod.key} on {pod.spec.node_name}: no pod its affinity matches "
+                f"in {term.topology_key}={value}"
             )
-            if not alone:
-                out.append(
-                    f"{pod.key} on {pod.spec.node_name}: no pod its affinity matches "
-                    f"in {term.topology_key}={value}"
-                )
     return out
 
 

@@ -627,11 +627,10 @@ def test_nominated_pods_on_many_nodes_are_judged_in_one_pass_as_one_by_one() -> 
     np.testing.assert_array_equal(s.table.requested, table)
 
 
-def test_a_kept_verdict_with_nominated_pods_stands_until_the_node_or_its_nominations_change() -> (
-    None
-):
+def counted_framework(nodes: int) -> tuple[Snapshot, Framework]:
+    """``nodes`` nodes of 2 CPU and 2Gi, and a framework filtering with ``Counted`` alone."""
     s = Snapshot()
-    for i in range(12):
+    for i in range(nodes):
         s.set_node(make_node(f"n{i}", cpu="2", memory="2Gi"))
     fw = Framework(
         profile_name="test",
@@ -639,6 +638,13 @@ def test_a_kept_verdict_with_nominated_pods_stands_until_the_node_or_its_nominat
         plugins={"queueSort": [("Sort", 1)], "bind": [("Binder", 1)], "filter": [("Counted", 1)]},
         snapshot=s,
     )
+    return s, fw
+
+
+def test_a_kept_verdict_with_nominated_pods_stands_until_the_node_or_its_nominations_change() -> (
+    None
+):
+    s, fw = counted_framework(12)
     nominator = Nominator()
     fw.set_pod_nominator(nominator)
     for i in range(10):
@@ -682,15 +688,7 @@ class Looked(Nominator):
 
 
 def test_a_kept_verdict_needs_no_lookup_of_the_nominated_pods_while_they_are_the_same() -> None:
-    s = Snapshot()
-    for i in range(3):
-        s.set_node(make_node(f"n{i}", cpu="2", memory="2Gi"))
-    fw = Framework(
-        profile_name="test",
-        registry=Registry({p.name: p for p in (Sort, Binder, Counted)}),
-        plugins={"queueSort": [("Sort", 1)], "bind": [("Binder", 1)], "filter": [("Counted", 1)]},
-        snapshot=s,
-    )
+    s, fw = counted_framework(3)
     nominator = Looked()
     fw.set_pod_nominator(nominator)
     big = make_pod("big", memory="1536Mi", priority=10)
