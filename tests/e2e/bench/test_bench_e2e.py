@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from kubesched.bench import E2EResult
 
 FIELDS = set(E2EResult.__dataclass_fields__)
@@ -144,45 +146,34 @@ def test_scheduling_daemonset_by_its_upstream_name() -> None:
     assert comparison["upstream_threshold"] == 390
 
 
-def test_mixed_churn_by_its_upstream_name() -> None:
-    """SchedulingWithMixedChurn at upstream's integration size (10 nodes, 100 pods) while a node,
-    a pod that fits nowhere and a service are created and deleted each second: both schedulers
-    bind every measured pod, and the churn went on beside them."""
+@pytest.mark.parametrize(
+    ("workload", "sizes", "churned", "threshold"),
+    [
+        # A node, a pod that fits nowhere and a service created and deleted each second: one
+        # of each at the first tick at least.
+        ("SchedulingWithMixedChurn/5000Nodes_10000Pods", (10, 0, 100), 3, 265),
+        # Low-priority init pods fill the nodes; a high-priority pod every 200 ms preempts.
+        ("PreemptionAsync/5000Nodes", (5, 20, 5), 1, 160),
+    ],
+)
+def test_churning_workloads_by_their_upstream_names(
+    workload: str, sizes: tuple[int, int, int], churned: int, threshold: int
+) -> None:
+    """At upstream's integration sizes, with their churn going on beside the measured pods:
+    both schedulers bind every measured pod with its event, no node over-committed, and the
+    churn objects were created."""
+    nodes, _, pods = sizes
     document, _ = bench_e2e(
-        "--workload=SchedulingWithMixedChurn/5000Nodes_10000Pods",
-        "--nodes=10",
-        "--pods=100",
-        "--no-ceiling",
+        f"--workload={workload}", f"--nodes={nodes}", f"--pods={pods}", "--no-ceiling"
     )
     assert [r["scheduler"] for r in document["results"]] == ["kubesched", "kube-scheduler"]
     for r in document["results"]:
-        assert (r["nodes"], r["init_pods"], r["measured_pods"]) == (10, 0, 100)
+        assert (r["nodes"], r["init_pods"], r["measured_pods"]) == sizes
         assert (r["overcommitted_nodes"], r["unbound_pods"]) == (0, 0), r["errors"]
-        assert r["pods_bound"] == r["events_written"] == 100
-        # One of each template at the first tick at least.
-        assert r["churn_objects"] >= 3
+        assert r["pods_bound"] == r["events_written"] == pods
+        assert r["churn_objects"] >= churned
     [comparison] = document["comparisons"]
-    assert comparison["upstream_threshold"] == 265
-
-
-def test_preemption_async_by_its_upstream_name() -> None:
-    """PreemptionAsync at upstream's integration size (5 nodes, 20 low-priority init pods, 5
-    measured pod-default pods) while a high-priority pod is created every 200 ms: every
-    measured pod is bound beside the preemptors, no node over-committed, for both schedulers."""
-    document, _ = bench_e2e(
-        "--workload=PreemptionAsync/5000Nodes",
-        "--nodes=5",
-        "--pods=5",
-        "--no-ceiling",
-    )
-    assert [r["scheduler"] for r in document["results"]] == ["kubesched", "kube-scheduler"]
-    for r in document["results"]:
-        assert (r["nodes"], r["init_pods"], r["measured_pods"]) == (5, 20, 5)
-        assert (r["overcommitted_nodes"], r["unbound_pods"]) == (0, 0), r["errors"]
-        assert r["pods_bound"] == r["events_written"] == 5
-        assert r["churn_objects"] >= 1
-    [comparison] = document["comparisons"]
-    assert comparison["upstream_threshold"] == 160
+    assert comparison["upstream_threshold"] == threshold
 
 
 def test_namespace_selector_anti_affinity_by_its_upstream_name() -> None:
