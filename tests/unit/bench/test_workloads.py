@@ -171,6 +171,12 @@ def test_upstream_workloads_by_name_with_their_sizes_and_thresholds() -> None:
         "PreemptionBasic/1000Nodes",
         "PreemptionAsync/5000Nodes",
         "SchedulingWithMixedChurn/5000Nodes_10000Pods",
+        "SchedulingPreferredPodAffinity/5000Nodes_5000Pods",
+        "SchedulingRequiredPodAntiAffinityWithNSSelector/5000Nodes_2000Pods",
+        "SchedulingPreferredAntiAffinityWithNSSelector/5000Nodes_2000Pods",
+        "SchedulingRequiredPodAffinityWithNSSelector/5000Nodes_2000Pods",
+        "SchedulingPreferredAffinityWithNSSelector/5000Nodes_5000Pods",
+        "SchedulingWithNodeInclusionPolicy/5000Nodes",
     }
     for name, sizes in UPSTREAM_SIZES.items():
         w = workload(name)
