@@ -733,39 +733,40 @@ class SchedulingQueue:
         Unschedulable plugin, after backoff. A hint that raises counts as ``Queue``.
         """
         pending = qpi.pending_plugins
-        rejectors = qpi.unschedulable_plugins | pending
+        # Most rejected pods have no Pending plugin: no union to build then (events reach
+        # thousands of waiting pods).
+        rejectors = qpi.unschedulable_plugins | pending if pending else qpi.unschedulable_plugins
         if not rejectors:
             return _Strategy.AFTER_BACKOFF, ""
+        pod = qpi.pod_info.pod
         if is_wildcard(event):
             # A wildcard event carrying a pod is meant for that pod only (ForceActivate).
             if new is not None and (
-                not isinstance(new, Pod) or new.metadata.uid != qpi.pod.metadata.uid
+                not isinstance(new, Pod) or new.metadata.uid != pod.metadata.uid
             ):
                 return _Strategy.SKIP, ""
             return _Strategy.AFTER_BACKOFF, ""
         strategy, by = _Strategy.SKIP, ""
+        matching = self._matching
         for plugin in rejectors:
-            for registered in self._matching(plugin, event):
-                if self._hint(plugin, registered, qpi.pod, old, new) == QueueingHint.SKIP:
-                    continue
+            for registered in matching(plugin, event):
+                hint = registered.hint
+                if hint is not None:
+                    try:
+                        skip = hint(pod, old, new) == QueueingHint.SKIP
+                    except Exception:
+                        log.exception(
+                            "QueueingHintFn of %s failed for pod %s; requeueing", plugin, pod.key
+                        )
+                        skip = False
+                    if skip:
+                        continue
                 if plugin in pending:
                     return _Strategy.IMMEDIATELY, plugin
                 if not pending:
                     return _Strategy.AFTER_BACKOFF, plugin
                 strategy, by = _Strategy.AFTER_BACKOFF, plugin
         return strategy, by
-
-    @staticmethod
-    def _hint(
-        plugin: str, registered: ClusterEventWithHint, pod: Pod, old: Any, new: Any
-    ) -> QueueingHint:
-        if registered.hint is None:
-            return QueueingHint.QUEUE
-        try:
-            return registered.hint(pod, old, new)
-        except Exception:
-            log.exception("QueueingHintFn of %s failed for pod %s; requeueing", plugin, pod.key)
-            return QueueingHint.QUEUE
 
     def _hint_for_in_flight_pod(
         self, qpi: QueuedPodInfo, scheduling_cycle: int
