@@ -98,23 +98,23 @@ class ScheduleResult:
 
 @dataclass(slots=True, frozen=True)
 class _Verdict:
-    """A node's Filter verdict with its nominated pods counted, and what it depended on."""
+    """A node's Filter verdict with its nominated pods counted, and what it depended on: the
+    node's Node object and pods, the verdict's key, the priority of the pod judged, and the
+    nominator's stamp of the node with the UIDs of all the pods nominated there (none of them
+    counted on a node, nor the pod judged). While those hold, it stands without the nominated
+    pods being looked up again."""
 
     key: Hashable
-    nominated: tuple[PodInfo, ...]
     content: tuple[Node | PodInfo | None, ...]
+    priority: int
+    stamp: Hashable
+    uids: tuple[str, ...]
     status: Status | None
-    #: The pod priority it was judged for, the nominator's stamp of the node then and the UIDs
-    #: of all the pods nominated there, none of them counted on a node nor the pod judged
-    #: (``None`` otherwise): while those hold, the nominated pods need not be looked up again.
-    priority: int = 0
-    stamp: Hashable = None
-    uids: tuple[str, ...] | None = None
 
 
-#: A node to judge with its nominated pods counted: the node, those pods, and the UIDs of every
-#: pod nominated there when its verdict may be kept by them (see ``_Verdict.uids``).
-_NominatedWork = tuple[NodeInfo, list[PodInfo], tuple[str, ...] | None]
+#: A node to judge with its nominated pods counted: the node, those pods, and the stamp and
+#: UIDs its verdict is kept by (``None`` when it may not be kept: see ``_Verdict``).
+_NominatedWork = tuple[NodeInfo, list[PodInfo], tuple[Hashable, tuple[str, ...]] | None]
 
 
 @dataclass(slots=True)
@@ -554,16 +554,15 @@ class Framework:
             info = self._snapshot.get(name)
             if info is None or not among[info.slot]:
                 continue
+            stamp = nominator.nominations_stamp(name)
             kept = kept_verdicts.get(name) if key is not None else None
-            kept_uids = None if kept is None else kept.uids
             if (
                 kept is not None
-                and kept_uids is not None
                 and kept.key == key
                 and kept.priority == priority
-                and kept.stamp == nominator.nominations_stamp(name)
-                and uid not in kept_uids
-                and all(counted(u) is None for u in kept_uids)
+                and kept.stamp == stamp
+                and uid not in kept.uids
+                and all(counted(u) is None for u in kept.uids)
                 and kept.content == info.contents()
             ):
                 verdicts.append((info, kept.status))
@@ -572,8 +571,8 @@ class Framework:
             nominated = self._ge_nominated(pod, every)
             if nominated:
                 uids = tuple(pi.uid for pi in every)
-                keep_by_uids = uid not in uids and all(counted(u) is None for u in uids)
-                work.append((info, nominated, uids if keep_by_uids else None))
+                keepable = uid not in uids and all(counted(u) is None for u in uids)
+                work.append((info, nominated, (stamp, uids) if keepable else None))
         if key is None:
             verdicts += [
                 (info, self._run_filter_plugins_with(state, pod, info, nominated))
@@ -611,60 +610,37 @@ class Framework:
         key: Hashable,
         work: Sequence[_NominatedWork],
     ) -> list[tuple[NodeInfo, Status | None]]:
-        """Each node's verdict with its nominated pods counted, given :meth:`node_verdict_key`:
-        kept from an earlier cycle for a node with the same Node object, pods and nominated
-        pods under an equal key (nominated pods stay for many cycles while their victims go),
-        the others judged one by one when they are few, else in one vectorized pass."""
-        out: list[tuple[NodeInfo, Status | None]] = []
-        fresh: list[_NominatedWork] = []
+        """Each node's verdict with its nominated pods counted, given :meth:`node_verdict_key`,
+        judged one by one when the nodes are few, else in one vectorized pass, and kept (see
+        ``_Verdict``: nominated pods stay for many cycles while their victims go)."""
         kept_verdicts = self._with_nominated
-        for item in work:
-            info, nominated, _ = item
-            kept = kept_verdicts.get(info.name)
-            if (
-                kept is not None
-                and kept.key == key
-                and kept.nominated == tuple(nominated)
-                and kept.content == info.contents()
-            ):
-                out.append((info, kept.status))
-            else:
-                fresh.append(item)
-        if not fresh:
-            return out
         if len(kept_verdicts) > 2 * len(self._snapshot):
             kept_verdicts.clear()
-        if len(fresh) <= PER_NODE_AT_MOST:
+        if len(work) <= PER_NODE_AT_MOST:
             verdicts = {
                 info.slot: self._run_filter_plugins_with(state, pod, info, nominated)
-                for info, nominated, _ in fresh
+                for info, nominated, _ in work
             }
         else:
             plugins = self._filter_plans.of(state.skip_filter_plugins).calls(state)
-            with self._snapshot.trials(info for info, _, _ in fresh) as trials:
-                for trial, (_, nominated, _) in zip(trials, fresh, strict=True):
+            with self._snapshot.trials(info for info, _, _ in work) as trials:
+                for trial, (_, nominated, _) in zip(trials, work, strict=True):
                     for pi in nominated:
                         trial.add_pod(pi)
-                form = Vectorized(self._snapshot, np.array(sorted(i.slot for i, _, _ in fresh)))
+                form = Vectorized(self._snapshot, np.array(sorted(i.slot for i, _, _ in work)))
                 try:
                     rejected = filter_in_order(state, pod, plugins, form)
                 except FilterError as e:
                     raise FilterError(e.plugin, _filter_error(e)) from e
             verdicts = {slot: status for slots, status in rejected for slot in slots.tolist()}
         priority = _priority(pod)
-        nominator = self._nominator
-        assert nominator is not None
-        for info, nominated, uids in fresh:
+        out: list[tuple[NodeInfo, Status | None]] = []
+        for info, _, kept_by in work:
             status = verdicts.get(info.slot)
-            if status is None or status.code != Code.ERROR:
+            if kept_by is not None and (status is None or status.code != Code.ERROR):
+                stamp, uids = kept_by
                 kept_verdicts[info.name] = _Verdict(
-                    key,
-                    tuple(nominated),
-                    info.contents(),
-                    status,
-                    priority,
-                    nominator.nominations_stamp(info.name),
-                    uids,
+                    key, info.contents(), priority, stamp, uids, status
                 )
             out.append((info, status))
         return out
