@@ -611,22 +611,19 @@ class SchedulingQueue:
         qpi.unschedulable_plugins.add(plugin)
         qpi.gated_by = plugin
 
-    def _move_to_active(self, qpi: QueuedPodInfo, event: str, plugin: str = "") -> bool:
+    def _move_to_active(
+        self, qpi: QueuedPodInfo, event: str, plugin: str = "", *, pre_enqueued: bool = False
+    ) -> bool:
         """``moveToActiveQ``: to activeQ if PreEnqueue lets it, else to unschedulablePods.
 
         With pops from backoffQ, PreEnqueue ran when the pod entered backoffQ, so it is not
-        repeated when its backoff completes.
+        repeated when its backoff completes; nor when the caller ran it (``pre_enqueued``).
         """
-        if not (self._pop_from_backoff and event == BACKOFF_COMPLETE):
+        if not pre_enqueued and not (self._pop_from_backoff and event == BACKOFF_COMPLETE):
             self._run_pre_enqueue(qpi)
         if qpi.gated_by:
             self._enter(qpi, self._unschedulable_pods, event, plugin)
             return False
-        self._admit_to_active(qpi, event, plugin)
-        return True
-
-    def _admit_to_active(self, qpi: QueuedPodInfo, event: str, plugin: str) -> None:
-        """Into activeQ, PreEnqueue having let the pod through."""
         uid = qpi.pod.metadata.uid
         if uid in self._not_yet_active:
             self._not_yet_active.discard(uid)
@@ -634,11 +631,16 @@ class SchedulingQueue:
         self._enter(qpi, self._active_q, event, plugin)
         if event in _NOMINATING:
             self._nominator.add_nominated_pod(qpi.pod_info, None)
+        return True
 
-    def _move_to_backoff(self, qpi: QueuedPodInfo, event: str, plugin: str) -> bool:
-        """``moveToBackoffQ``; with pops from backoffQ, PreEnqueue runs here and may gate."""
+    def _move_to_backoff(
+        self, qpi: QueuedPodInfo, event: str, plugin: str, *, pre_enqueued: bool = False
+    ) -> bool:
+        """``moveToBackoffQ``; with pops from backoffQ, PreEnqueue runs here (unless the caller
+        ran it: ``pre_enqueued``) and may gate."""
         if self._pop_from_backoff:
-            self._run_pre_enqueue(qpi)
+            if not pre_enqueued:
+                self._run_pre_enqueue(qpi)
             if qpi.gated_by:
                 self._enter(qpi, self._unschedulable_pods, event, plugin)
                 return False
@@ -647,34 +649,40 @@ class SchedulingQueue:
             self._active_q.broadcast()
         return True
 
-    def _requeue(self, qpi: QueuedPodInfo, strategy: _Strategy, event: str, plugin: str) -> str:
+    def _requeue(
+        self,
+        qpi: QueuedPodInfo,
+        strategy: _Strategy,
+        event: str,
+        plugin: str,
+        *,
+        pre_enqueued: bool = False,
+    ) -> str:
         """``requeuePodWithQueueingStrategy``: the sub-queue the pod ends up in."""
         if strategy == _Strategy.SKIP:
             self._enter(qpi, self._unschedulable_pods, event, plugin)
             return UNSCHEDULABLE
         if strategy == _Strategy.AFTER_BACKOFF and self._backoff_q.is_backing_off(qpi):
-            return BACKOFF if self._move_to_backoff(qpi, event, plugin) else UNSCHEDULABLE
-        return ACTIVE if self._move_to_active(qpi, event, plugin) else UNSCHEDULABLE
+            moved = self._move_to_backoff(qpi, event, plugin, pre_enqueued=pre_enqueued)
+            return BACKOFF if moved else UNSCHEDULABLE
+        moved = self._move_to_active(qpi, event, plugin, pre_enqueued=pre_enqueued)
+        return ACTIVE if moved else UNSCHEDULABLE
 
     def _requeue_gated(
         self, qpi: QueuedPodInfo, strategy: _Strategy, event: str, plugin: str
     ) -> None:
-        """``requeuePodWithQueueingStrategy`` for a gated pod still in unschedulablePods, when
-        both activeQ and backoffQ run PreEnqueue on entry: PreEnqueue runs first, and a pod it
-        gates again is put back at once (counted as arriving for ``event``, as a move would)
-        instead of leaving and re-entering. Thousands of pods waiting for their preemptions
-        see every victim's deletion, and nearly all of them are gated again."""
+        """:meth:`_requeue` for a gated pod still in unschedulablePods, when both activeQ and
+        backoffQ run PreEnqueue on entry: PreEnqueue runs first, and a pod it gates again is put
+        back at once (counted as arriving for ``event``, as a move would) instead of leaving and
+        re-entering. Thousands of pods waiting for their preemptions see every victim's
+        deletion, and nearly all of them are gated again."""
         gated_by = qpi.gated_by
         self._run_pre_enqueue(qpi)
         if qpi.gated_by:
             self._unschedulable_pods.add_again(qpi, event, gated_by)
             return
         self._leave(qpi.pod.metadata.uid)
-        if strategy == _Strategy.AFTER_BACKOFF and self._backoff_q.is_backing_off(qpi):
-            self._enter(qpi, self._backoff_q, event, plugin)
-            self._active_q.broadcast()
-        else:
-            self._admit_to_active(qpi, event, plugin)
+        self._requeue(qpi, strategy, event, plugin, pre_enqueued=True)
 
     def _move_pods(
         self, pods: Iterable[QueuedPodInfo], event: ClusterEvent, old: Any, new: Any
