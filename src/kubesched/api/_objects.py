@@ -161,6 +161,15 @@ class Container(_Obj):
     restart_policy: str | None = None
 
 
+#: ``whenUnsatisfiable`` of a topology spread constraint.
+DO_NOT_SCHEDULE = "DoNotSchedule"
+SCHEDULE_ANYWAY = "ScheduleAnyway"
+#: ``nodeAffinityPolicy`` and ``nodeTaintsPolicy`` (``NodeInclusionPolicy``): whether the
+#: constraint counts only the nodes that pass the pod's node affinity, or its tolerations.
+NODE_INCLUSION_POLICY_HONOR = "Honor"
+NODE_INCLUSION_POLICY_IGNORE = "Ignore"
+
+
 class TopologySpreadConstraint(_Obj):
     max_skew: int
     topology_key: str

@@ -19,6 +19,9 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from kubesched.api import (
+    DO_NOT_SCHEDULE,
+    NODE_INCLUSION_POLICY_HONOR,
+    NODE_INCLUSION_POLICY_IGNORE,
     TAINT_EFFECT_NO_EXECUTE,
     TAINT_EFFECT_NO_SCHEDULE,
     Namespace,
@@ -35,10 +38,6 @@ from kubesched.api import (
 from kubesched.bench._stats import NodeUsage, cpu_fraction_spread, overcommitted_nodes
 
 _HARD_EFFECTS = frozenset({TAINT_EFFECT_NO_SCHEDULE, TAINT_EFFECT_NO_EXECUTE})
-#: A topology spread constraint's node inclusion policies (``nodeAffinityPolicy`` defaults to
-#: Honor, ``nodeTaintsPolicy`` to Ignore).
-HONOR = "Honor"
-IGNORE = "Ignore"
 #: Namespace name -> its labels.
 NamespaceLabels = Mapping[str, Mapping[str, str]]
 
@@ -190,9 +189,12 @@ def _counts(c: TopologySpreadConstraint, pod: Pod, node: Node) -> bool:
     node inclusion policies (kube-scheduler's ``matchNodeInclusionPolicies``)."""
     if c.topology_key not in node.metadata.labels:
         return False
-    if (c.node_affinity_policy or HONOR) == HONOR and _node_affinity_violation(pod, node):
+    # nodeAffinityPolicy defaults to Honor, nodeTaintsPolicy to Ignore.
+    honor = NODE_INCLUSION_POLICY_HONOR
+    if (c.node_affinity_policy or honor) == honor and _node_affinity_violation(pod, node):
         return False
-    return not ((c.node_taints_policy or IGNORE) == HONOR and _taint_violation(pod, node))
+    taints = c.node_taints_policy or NODE_INCLUSION_POLICY_IGNORE
+    return not (taints == honor and _taint_violation(pod, node))
 
 
 def spread_violations(nodes: dict[str, Node], pods: Sequence[Pod]) -> list[str]:
@@ -201,7 +203,7 @@ def spread_violations(nodes: dict[str, Node], pods: Sequence[Pod]) -> list[str]:
     seen: set[tuple[str, ...]] = set()
     for pod in pods:
         for c in pod.spec.topology_spread_constraints:
-            if c.when_unsatisfiable != "DoNotSchedule":
+            if c.when_unsatisfiable != DO_NOT_SCHEDULE:
                 continue
             ns = pod.metadata.namespace
             # The pods of one constraint count the same nodes when what the policies look at

@@ -19,6 +19,10 @@ import msgspec
 import numpy as np
 
 from kubesched.api import (
+    DO_NOT_SCHEDULE,
+    NODE_INCLUSION_POLICY_HONOR,
+    NODE_INCLUSION_POLICY_IGNORE,
+    SCHEDULE_ANYWAY,
     Node,
     Pod,
     TopologySpreadConstraint,
@@ -65,10 +69,6 @@ ERR_REASON_NODE_LABEL_NOT_MATCH = ERR_REASON_CONSTRAINTS_NOT_MATCH + " (missing 
 PRE_FILTER_STATE_KEY = "PreFilter" + NAME
 PRE_SCORE_STATE_KEY = "PreScore" + NAME
 
-DO_NOT_SCHEDULE = "DoNotSchedule"
-SCHEDULE_ANYWAY = "ScheduleAnyway"
-HONOR = "Honor"
-IGNORE = "Ignore"
 LABEL_HOSTNAME = "kubernetes.io/hostname"
 LABEL_TOPOLOGY_ZONE = "topology.kubernetes.io/zone"
 
@@ -100,8 +100,8 @@ class Constraint:
     topology_key: str
     selector: Selector
     min_domains: int = 1
-    node_affinity_policy: str = HONOR
-    node_taints_policy: str = IGNORE
+    node_affinity_policy: str = NODE_INCLUSION_POLICY_HONOR
+    node_taints_policy: str = NODE_INCLUSION_POLICY_IGNORE
 
 
 def filter_constraints(
@@ -124,8 +124,8 @@ def filter_constraints(
                 topology_key=c.topology_key,
                 selector=selector,
                 min_domains=1 if c.min_domains is None else c.min_domains,
-                node_affinity_policy=c.node_affinity_policy or HONOR,
-                node_taints_policy=c.node_taints_policy or IGNORE,
+                node_affinity_policy=c.node_affinity_policy or NODE_INCLUSION_POLICY_HONOR,
+                node_taints_policy=c.node_taints_policy or NODE_INCLUSION_POLICY_IGNORE,
             )
         )
     return out
@@ -197,18 +197,20 @@ class _Inclusion:
 
     def mask(self, c: Constraint) -> BoolArray:
         out = np.ones(len(self.nodes), dtype=np.bool_)
-        if c.node_affinity_policy == HONOR:
+        if c.node_affinity_policy == NODE_INCLUSION_POLICY_HONOR:
             out &= self.affinity()
-        if c.node_taints_policy == HONOR:
+        if c.node_taints_policy == NODE_INCLUSION_POLICY_HONOR:
             out &= self.taints()
         return out
 
 
 def _node_matches_inclusion(pod: Pod, node: Node, c: Constraint) -> bool:
     """``matchNodeInclusionPolicies`` for one node."""
-    if c.node_affinity_policy == HONOR and not RequiredNodeAffinity.of(pod).matches(node):
+    if c.node_affinity_policy == NODE_INCLUSION_POLICY_HONOR and not RequiredNodeAffinity.of(
+        pod
+    ).matches(node):
         return False
-    if c.node_taints_policy == HONOR:
+    if c.node_taints_policy == NODE_INCLUSION_POLICY_HONOR:
         taint = find_untolerated_taint(
             node.spec.taints, pod.spec.tolerations, DO_NOT_SCHEDULE_TAINT_EFFECTS
         )
@@ -670,7 +672,7 @@ class PodTopologySpread(
             if (
                 modified.metadata.uid == pod.metadata.uid
                 and modified.spec.tolerations != original.spec.tolerations
-                and any(c.node_taints_policy == HONOR for c in constraints)
+                and any(c.node_taints_policy == NODE_INCLUSION_POLICY_HONOR for c in constraints)
             ):
                 return QueueingHint.QUEUE
             if modified.metadata.labels == original.metadata.labels:
