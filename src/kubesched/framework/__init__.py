@@ -6,6 +6,12 @@ Names follow kube-scheduler's ``pkg/scheduler/framework``: a reader who knows ``
 
 from kubesched.framework._cycle_state import CycleState
 from kubesched.framework._diagnosis import Diagnosis, FitError, NodeGroup
+from kubesched.framework._domain_counts import (
+    DomainTally,
+    GroupMasks,
+    GroupWeight,
+    KeptDomainCounts,
+)
 from kubesched.framework._errors import (
     FilterError,
     FrameworkError,
@@ -96,6 +102,7 @@ __all__ = [
     "Code",
     "CycleState",
     "Diagnosis",
+    "DomainTally",
     "EnqueueExtensions",
     "EventRecorder",
     "FilterError",
@@ -104,11 +111,14 @@ __all__ = [
     "Framework",
     "FrameworkError",
     "FrameworkMetrics",
+    "GroupMasks",
+    "GroupWeight",
     "Handle",
     "HostPort",
     "IdArray",
     "IntArray",
     "InternedColumn",
+    "KeptDomainCounts",
     "LoopHistogram",
     "Metrics",
     "NoNodesAvailableError",

@@ -31,6 +31,12 @@ _INITIAL_ROWS = 256
 _INITIAL_GROUPS = 64
 #: A label column is rebuilt when it holds this many values and four times the live groups.
 _COMPACT_AT = 4096
+#: How many row changes :meth:`PodTable.changes_since` remembers; a reader further behind counts
+#: everything again.
+_MAX_CHANGES = 4096
+
+#: A change of rows: the node slot, the pod's group, +1 (counted) or -1 (no longer counted).
+RowChange = tuple[int, "PodGroup", int]
 
 ClassKey = tuple[str, bytes]
 GroupKey = tuple[str, tuple[tuple[str, str], ...], bytes]
@@ -143,6 +149,12 @@ class PodTable:
         self._class_index: dict[ClassKey, int] = {}
         self._class_keys: list[ClassKey | None] = [None]
 
+        #: How many row changes there have been (see :meth:`changes_since`).
+        self.version = 0
+        # Version ``_changes_base + i + 1`` made ``_changes[i]``.
+        self._changes: list[RowChange] = []
+        self._changes_base = 0
+
     def __len__(self) -> int:
         return len(self._rows)
 
@@ -200,6 +212,14 @@ class PodTable:
             rows &= ~self.terminating[: self.size]
         return rows
 
+    def changes_since(self, version: int) -> list[RowChange] | None:
+        """The pods counted and no longer counted after :attr:`version` was ``version``, in
+        order; ``None`` when that is too long ago to say. A group in a change is the pod's, even
+        if its id has been reused since."""
+        if version < self._changes_base:
+            return None
+        return self._changes[version - self._changes_base :]
+
     def count_by_slot(self, rows: BoolArray, capacity: int) -> IntArray:
         """How many of ``rows`` are on each node slot, for slots ``[0, capacity)``."""
         return np.bincount(self.slots[: self.size][rows], minlength=capacity).astype(np.int64)
@@ -220,17 +240,31 @@ class PodTable:
         self.group_ids[row] = gid
         if pod.metadata.deletion_timestamp is not None:
             self.terminating[row] = True
+        group = self.groups[gid]
+        assert group is not None
+        self._record((slot, group, 1))
 
     def remove(self, uid: str) -> None:
         row = self._rows.pop(uid, None)
         if row is None:
             return
         gid = int(self.group_ids[row])
+        group = self.groups[gid]
+        assert group is not None
+        self._record((int(self.slots[row]), group, -1))
         self.slots[row] = -1
         self.group_ids[row] = 0
         self.terminating[row] = False
         self._free_rows.append(row)
         self._release_group(gid)
+
+    def _record(self, change: RowChange) -> None:
+        self._changes.append(change)
+        self.version += 1
+        if len(self._changes) > _MAX_CHANGES:
+            drop = _MAX_CHANGES // 2
+            del self._changes[:drop]
+            self._changes_base += drop
 
     def _intern_group(self, pod: Pod) -> int:
         affinity, affinity_key = _pod_affinity(pod)

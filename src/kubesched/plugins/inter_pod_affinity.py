@@ -12,7 +12,7 @@ domain come from ``np.bincount`` over the rows' node label ids.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -40,14 +40,19 @@ from kubesched.framework import (
     ClusterEventWithHint,
     Code,
     CycleState,
+    DomainTally,
     EnqueueExtensions,
     FilterPlugin,
+    GroupMasks,
+    GroupWeight,
     Handle,
     IntArray,
+    KeptDomainCounts,
     NodeInfo,
     Nodes,
     NodeStatuses,
     NodeTable,
+    PodGroup,
     PodInfo,
     PodTable,
     PreFilterPlugin,
@@ -446,23 +451,12 @@ def _gather(counts: IntArray | None, ids: IntArray) -> IntArray:
     return counts.take(ids)
 
 
-def _add_rows(
-    counts: DomainCounts,
-    table: NodeTable,
-    pods: PodTable,
-    key: str,
-    rows: BoolArray,
-    weights: IntArray | None = None,
-) -> bool:
-    """Add the ``rows`` (weighted per row, or 1 each) to ``counts[key]`` by the value of
-    ``key`` on their node. Returns whether some row was on a node with the label."""
-    col = table.labels.get(key)
-    if col is None or not rows.any():
+def _add_tally(counts: DomainCounts, key: str, tally: DomainTally | None, factor: int = 1) -> bool:
+    """Add the tally's weighted pods (times ``factor``) to ``counts[key]``, pods on nodes
+    without the label left out. Returns whether some selected pod was on a node with it."""
+    if tally is None or not tally.selected:
         return False
-    vids = col.ids.take(pods.slots[: pods.size][rows])
-    w = None if weights is None else weights[rows].astype(np.float64)
-    added = np.bincount(vids, weights=w, minlength=len(col.values)).astype(np.int64)
-    hit = bool(np.count_nonzero(vids))
+    added = tally.weighted * factor if factor != 1 else tally.weighted.copy()
     added[0] = 0
     have = counts.get(key)
     if have is None:
@@ -472,7 +466,43 @@ def _add_rows(
             have = np.concatenate([have, np.zeros(len(added) - len(have), dtype=np.int64)])
         have[: len(added)] += added
         counts[key] = have
-    return hit
+    return tally.hit
+
+
+def _class_weights(pods: PodTable, weights: Mapping[int, int]) -> tuple[GroupWeight, GroupMasks]:
+    """Pods weighted by their affinity class (``weights``: class id -> weight; classes not in
+    it not selected), group by group and for every group id at once."""
+
+    def weigh(group: PodGroup) -> tuple[bool, int]:
+        w = weights.get(group.affinity_class)
+        return (False, 0) if w is None else (True, w)
+
+    def masks() -> tuple[BoolArray, IntArray | None]:
+        by_class = np.zeros(len(pods.classes), dtype=np.int64)
+        selected = np.zeros(len(pods.classes), dtype=np.bool_)
+        for cid, w in weights.items():
+            by_class[cid] = w
+            selected[cid] = True
+        group_class = pods.group_class[: len(pods.groups)]
+        return selected.take(group_class), by_class.take(group_class)
+
+    return weigh, masks
+
+
+def _term_selects(terms: Sequence[AffinityTerm], pods: PodTable) -> tuple[GroupWeight, GroupMasks]:
+    """The pods every one of ``terms`` (an incoming pod's, namespaces merged) selects, one each,
+    group by group and for every group id at once."""
+
+    def weigh(group: PodGroup) -> tuple[bool, int]:
+        return all(t.matches(group.namespace, group.labels, None) for t in terms), 1
+
+    def masks() -> tuple[BoolArray, IntArray | None]:
+        lut = terms[0].group_mask(pods)
+        for t in terms[1:]:
+            lut &= t.group_mask(pods)
+        return lut, None
+
+    return weigh, masks
 
 
 def _bump(counts: DomainCounts, table: NodeTable, node: Node, key: str, delta: int) -> None:
@@ -567,6 +597,7 @@ class InterPodAffinity(
         self.ignore_preferred_terms_of_existing_pods = bool(
             decoded.ignore_preferred_terms_of_existing_pods
         )
+        self._kept = KeptDomainCounts()
 
     @property
     def _snapshot(self) -> Snapshot:
@@ -614,43 +645,49 @@ class InterPodAffinity(
     ) -> DomainCounts:
         """For each existing pod with required anti-affinity, each of its terms matching
         ``pod`` counts once in the pod's domain for that term."""
-        snap = self._snapshot
-        pods = snap.pods
+        pods = self._snapshot.pods
         ns, labels = pod.metadata.namespace, pod.metadata.labels
-        weights: dict[str, IntArray] = {}
+        #: Topology key -> class id -> how many of the class's terms match.
+        weights: dict[str, dict[int, int]] = {}
         for cls in pods.affinity_classes():
             for t in class_terms(cls).required_anti_affinity:
                 if t.matches(ns, labels, ns_labels):
-                    w = weights.get(t.topology_key)
-                    if w is None:
-                        w = weights[t.topology_key] = np.zeros(len(pods.classes), dtype=np.int64)
-                    w[cls.cid] += 1
+                    per_class = weights.setdefault(t.topology_key, {})
+                    per_class[cls.cid] = per_class.get(cls.cid, 0) + 1
         counts: DomainCounts = {}
-        if weights:
-            row_classes = pods.group_class.take(pods.group_ids[: pods.size])
-            for key, w in weights.items():
-                row_w = w.take(row_classes)
-                _add_rows(counts, snap.table, pods, key, row_w != 0, row_w)
+        for key, per_class in weights.items():
+            self._add_by_class(counts, key, per_class)
         return counts
 
     def _incoming_counts(
         self, affinity: Sequence[AffinityTerm], anti: Sequence[AffinityTerm]
     ) -> tuple[DomainCounts, DomainCounts]:
-        snap = self._snapshot
-        pods = snap.pods
+        pods = self._snapshot.pods
         aff_counts: DomainCounts = {}
         anti_counts: DomainCounts = {}
         if affinity:
-            lut = affinity[0].group_mask(pods)
-            for t in affinity[1:]:
-                lut &= t.group_mask(pods)
-            rows = pods.rows_where(lut)
+            weigh, masks = _term_selects(affinity, pods)
             for t in affinity:
-                _add_rows(aff_counts, snap.table, pods, t.topology_key, rows)
+                tally = self._tally(affinity, t.topology_key, weigh, masks)
+                _add_tally(aff_counts, t.topology_key, tally)
         for t in anti:
-            rows = pods.rows_where(t.group_mask(pods))
-            _add_rows(anti_counts, snap.table, pods, t.topology_key, rows)
+            weigh, masks = _term_selects((t,), pods)
+            _add_tally(anti_counts, t.topology_key, self._tally((t,), t.topology_key, weigh, masks))
         return aff_counts, anti_counts
+
+    def _tally(
+        self, question: Hashable, key: str, weigh: GroupWeight, masks: GroupMasks
+    ) -> DomainTally | None:
+        """The pods ``question`` selects per domain of ``key`` (:class:`KeptDomainCounts`)."""
+        snap = self._snapshot
+        return self._kept.get(snap.table, snap.pods, question, key, weigh, masks)
+
+    def _add_by_class(self, counts: DomainCounts, key: str, weights: Mapping[int, int]) -> bool:
+        """Add the pods of the affinity classes in ``weights``, each with its class's weight,
+        to ``counts[key]``; whether some was on a node with the label."""
+        weigh, masks = _class_weights(self._snapshot.pods, weights)
+        question = ("classes", tuple(sorted(weights.items())))
+        return _add_tally(counts, key, self._tally(question, key, weigh, masks))
 
     def add_pod(
         self, state: CycleState, pod: Pod, to_add: PodInfo, node: NodeInfo
@@ -774,14 +811,13 @@ class InterPodAffinity(
     ) -> bool:
         """The incoming pod's preferred terms: each existing pod a term matches adds (affinity)
         or takes (anti-affinity) the term's weight in the pod's domain."""
-        snap = self._snapshot
-        pods = snap.pods
+        pods = self._snapshot.pods
         matched = False
         for w, sign in preferred:
             t = w.term
-            rows = pods.rows_where(t.group_mask(pods))
-            weights = np.full(pods.size, sign * w.weight, dtype=np.int64)
-            matched |= _add_rows(topology, snap.table, pods, t.topology_key, rows, weights)
+            weigh, masks = _term_selects((t,), pods)
+            tally = self._tally((t,), t.topology_key, weigh, masks)
+            matched |= _add_tally(topology, t.topology_key, tally, sign * w.weight)
         return matched
 
     def _score_existing_terms(
@@ -810,20 +846,15 @@ class InterPodAffinity(
                     found.append((cls.cid, wt.term.topology_key, -wt.weight))
         if not found:
             return False
-        weights: dict[str, IntArray] = {}
-        hits: dict[str, BoolArray] = {}
+        #: Topology key -> class id -> summed weight (a class whose weights cancel out still
+        #: counts as matched).
+        weights: dict[str, dict[int, int]] = {}
         for cid, key, weight in found:
-            w = weights.get(key)
-            if w is None:
-                w = weights[key] = np.zeros(len(pods.classes), dtype=np.int64)
-                hits[key] = np.zeros(len(pods.classes), dtype=np.bool_)
-            w[cid] += weight
-            hits[key][cid] = True
+            per_class = weights.setdefault(key, {})
+            per_class[cid] = per_class.get(cid, 0) + weight
         matched = False
-        row_classes = pods.group_class.take(pods.group_ids[: pods.size])
-        for key, w in weights.items():
-            rows = hits[key].take(row_classes)
-            matched |= _add_rows(topology, snap.table, pods, key, rows, w.take(row_classes))
+        for key, per_class in weights.items():
+            matched |= self._add_by_class(topology, key, per_class)
         return matched
 
     def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status | None]:

@@ -363,6 +363,67 @@ def test_scores_equal_reference(seed: int) -> None:
         assert raw.tolist() == want
 
 
+@pytest.mark.parametrize("seed", range(60))
+def test_kept_counts_follow_the_cluster(seed: int) -> None:
+    """One plugin asked the same questions again and again while pods come, go and change
+    labels and nodes come, go and are relabelled: its kept counts (brought up to date from the
+    pod table's changes) give what the reference gives on the cluster as it is each time."""
+    rng = random.Random(5000 + seed)
+    nodes = [rand_node(rng, f"n{i}") for i in range(rng.randint(2, 8))]
+    snap = snapshot(nodes, [], NAMESPACES)
+    templates = [rand_pod(rng, f"t{i}", "", 0.5) for i in range(4)]
+    incoming = [rand_pod(rng, f"in{k}", "", 0.9) for k in range(3)]
+    plugin = InterPodAffinity(Handle(snap))  # type: ignore[arg-type]
+    live: list[Pod] = []
+    for step in range(12):
+        for _ in range(rng.randint(1, 6)):
+            r = rng.random()
+            names = [i.name for i in snap.node_infos() if i.node is not None]
+            if r < 0.5 or not live:
+                t = rng.choice(templates) if rng.random() < 0.7 else rand_pod(rng, "x", "", 0.5)
+                name = f"p{step}-{len(live)}-{rng.random()}"
+                p = msgspec.structs.replace(
+                    t,
+                    metadata=msgspec.structs.replace(t.metadata, name=name, uid=name),
+                    spec=msgspec.structs.replace(t.spec, node_name=rng.choice(names)),
+                )
+                snap.add_pod(PodInfo.of(p), p.spec.node_name)
+                live.append(p)
+            elif r < 0.8:
+                p = live.pop(rng.randrange(len(live)))
+                snap.remove_pod(p.metadata.uid)
+            elif r < 0.9:
+                snap.set_node(rand_node(rng, rng.choice(names)))
+            elif len(names) > 1:
+                gone = rng.choice(names)
+                snap.remove_node(gone)
+                for p in [q for q in live if q.spec.node_name == gone]:
+                    live.remove(p)
+                    snap.remove_pod(p.metadata.uid)
+                snap.set_node(rand_node(rng, f"n{step}x"))
+        for pod in incoming:
+            state = CycleState()
+            _, status = plugin.pre_filter(state, pod, all_nodes(snap))
+            want = ref_filter(snap, pod, [])
+            if isinstance(want, Status):
+                assert status == want
+            else:
+                assert status is None
+                assert plugin_statuses(plugin, state, pod, snap) == want
+            state = CycleState()
+            nodes = all_nodes(snap)
+            status = plugin.pre_score(state, pod, nodes)
+            want_scores = ref_scores(snap, pod, 1, False)
+            if isinstance(want_scores, Status):
+                assert status == want_scores
+                continue
+            assert status is None
+            raw, s = plugin.score_nodes(state, pod, nodes)
+            assert s is None
+            plugin.normalize_score(state, pod, nodes, raw)
+            assert raw.tolist() == want_scores
+
+
 def test_many_pods_few_groups() -> None:
     """10,000 pods of a few workloads form a few groups; the counts are those of the loops."""
     rng = random.Random(7)
