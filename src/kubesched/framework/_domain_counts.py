@@ -32,13 +32,15 @@ class DomainTally:
     selected pods are there (:attr:`pods`) and the sum of their weights (:attr:`weighted`).
     Read-only for callers."""
 
-    __slots__ = ("groups", "layout", "pods", "table_version", "version", "weighted")
+    __slots__ = ("groups", "layout", "pods", "table_version", "total", "version", "weighted")
 
     def __init__(
         self, table: NodeTable, pods: PodTable, pod_count: IntArray, weighted: IntArray
     ) -> None:
         self.pods = pod_count
         self.weighted = weighted
+        #: ``pods.sum()``, kept as the counts change.
+        self.total = int(pod_count.sum())
         self.version = pods.version
         self.table_version = table.version
         self.layout = table.layout
@@ -48,12 +50,12 @@ class DomainTally:
     @property
     def selected(self) -> bool:
         """Whether some selected pod is counted (on a node with the label or not)."""
-        return bool(self.pods.any())
+        return self.total > 0
 
     @property
     def hit(self) -> bool:
         """Whether some selected pod is on a node with the label."""
-        return bool(self.pods[1:].any())
+        return self.total > int(self.pods[0])
 
 
 class KeptDomainCounts:
@@ -128,6 +130,7 @@ class KeptDomainCounts:
                 return False
             counts[vid] += delta
             weighted[vid] += delta * weight
+            entry.total += delta
         entry.version = pods.version
         return True
 
