@@ -148,6 +148,8 @@ class PodTable:
         self._class_refs = _Refs()
         self._class_index: dict[ClassKey, int] = {}
         self._class_keys: list[ClassKey | None] = [None]
+        #: Bumped whenever an affinity class comes or goes.
+        self.classes_version = 0
 
         #: How many row changes there have been (see :meth:`changes_since`).
         self.version = 0
@@ -323,6 +325,7 @@ class PodTable:
                 self.classes[cid] = cls
                 self._class_keys[cid] = key
             self._class_index[key] = cid
+            self.classes_version += 1
         self._class_refs.hold(cid)
         return cid
 
@@ -334,6 +337,7 @@ class PodTable:
         del self._class_index[key]
         self.classes[cid] = None
         self._class_keys[cid] = None
+        self.classes_version += 1
 
     def _label_column(self, key: str) -> InternedColumn[str | None]:
         col = self._labels.get(key)

@@ -40,6 +40,8 @@ class Snapshot:
         #: ``namespace/claim`` -> how many counted pods use that PVC (``PVCRefCounts``).
         self._pvc_refs: dict[str, int] = {}
         self._namespaces: dict[str, Mapping[str, str]] = {}
+        #: Bumped whenever a Namespace comes, goes or is relabelled.
+        self.namespaces_version = 0
         self._workloads: dict[str, dict[str, dict[str, LabelSelector]]] = {
             k: {} for k in WORKLOAD_KINDS
         }
@@ -277,9 +279,11 @@ class Snapshot:
     def set_namespace(self, name: str, labels: Mapping[str, str]) -> None:
         """Add or update a Namespace's labels."""
         self._namespaces[name] = dict(labels)
+        self.namespaces_version += 1
 
     def remove_namespace(self, name: str) -> None:
-        self._namespaces.pop(name, None)
+        if self._namespaces.pop(name, None) is not None:
+            self.namespaces_version += 1
 
     def namespace_labels(self, name: str) -> Mapping[str, str] | None:
         """The labels of Namespace ``name``, or ``None`` if the snapshot does not know it."""

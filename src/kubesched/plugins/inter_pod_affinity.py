@@ -428,6 +428,14 @@ def apply_match_label_keys(pod: Pod) -> Pod:
 
 # --- counting per topology domain ---------------------------------------------------------------
 
+#: What :meth:`InterPodAffinity._matching_classes` matches: existing pods' required
+#: anti-affinity terms (PreFilter), or their terms that weigh in the score (PreScore).
+_REQUIRED_ANTI = "required anti-affinity"
+_SCORING = "scoring"
+#: Pod namespaces and labels whose matching classes are kept, and terms with their
+#: namespaceSelector merged.
+_MATCHED_KEPT = 1024
+
 #: Topology key -> count (or score) per value id of the node table's column for that key.
 DomainCounts = dict[str, IntArray]
 
@@ -598,6 +606,10 @@ class InterPodAffinity(
             decoded.ignore_preferred_terms_of_existing_pods
         )
         self._kept = KeptDomainCounts()
+        self._matched: dict[Hashable, dict[str, dict[int, int]]] = {}
+        self._matched_at: tuple[PodTable | None, int, int] = (None, 0, 0)
+        self._merged: dict[AffinityTerm, AffinityTerm] = {}
+        self._merged_at: tuple[Snapshot | None, int] = (None, 0)
 
     @property
     def _snapshot(self) -> Snapshot:
@@ -609,11 +621,22 @@ class InterPodAffinity(
         is kept."""
         if term.namespace_selector.empty:
             return term
-        names = set(term.namespaces)
-        for name, labels in self._snapshot.namespaces().items():
-            if term.namespace_selector.matches(labels):
-                names.add(name)
-        return replace(term, namespaces=frozenset(names), namespace_selector=NOTHING)
+        snap = self._snapshot
+        # Every pod of a workload asks the same while the Namespaces stay as they are.
+        if self._merged_at != (snap, snap.namespaces_version):
+            self._merged.clear()
+            self._merged_at = (snap, snap.namespaces_version)
+        merged = self._merged.get(term)
+        if merged is None:
+            names = set(term.namespaces)
+            for name, labels in snap.namespaces().items():
+                if term.namespace_selector.matches(labels):
+                    names.add(name)
+            merged = replace(term, namespaces=frozenset(names), namespace_selector=NOTHING)
+            if len(self._merged) >= _MATCHED_KEPT:
+                self._merged.clear()
+            self._merged[term] = merged
+        return merged
 
     # -- PreFilter -----------------------------------------------------------------------------
 
@@ -645,19 +668,60 @@ class InterPodAffinity(
     ) -> DomainCounts:
         """For each existing pod with required anti-affinity, each of its terms matching
         ``pod`` counts once in the pod's domain for that term."""
-        pods = self._snapshot.pods
-        ns, labels = pod.metadata.namespace, pod.metadata.labels
-        #: Topology key -> class id -> how many of the class's terms match.
-        weights: dict[str, dict[int, int]] = {}
-        for cls in pods.affinity_classes():
-            for t in class_terms(cls).required_anti_affinity:
-                if t.matches(ns, labels, ns_labels):
-                    per_class = weights.setdefault(t.topology_key, {})
-                    per_class[cls.cid] = per_class.get(cls.cid, 0) + 1
         counts: DomainCounts = {}
-        for key, per_class in weights.items():
+        for key, per_class in self._matching_classes(_REQUIRED_ANTI, pod, ns_labels).items():
             self._add_by_class(counts, key, per_class)
         return counts
+
+    def _matching_classes(
+        self, kind: str, pod: Pod, ns_labels: Mapping[str, str] | None
+    ) -> dict[str, dict[int, int]]:
+        """Topology key -> affinity class id -> the summed weight of the class's terms of
+        ``kind`` that select ``pod``: required anti-affinity terms 1 each; for scoring,
+        required affinity terms ``hardPodAffinityWeight`` (when above 0), preferred ones their
+        weight, preferred anti-affinity ones minus their weight. A class whose weights cancel
+        out is in it with 0.
+
+        Kept per kind and pod namespace and labels while the classes and the Namespaces stay
+        as they are: pods of a workload ask the same, and every class's terms are matched."""
+        snap = self._snapshot
+        pods = snap.pods
+        versions = (pods, pods.classes_version, snap.namespaces_version)
+        if versions != self._matched_at:
+            self._matched.clear()
+            self._matched_at = versions
+        ns, labels = pod.metadata.namespace, pod.metadata.labels
+        memo_key = (kind, ns, tuple(labels.items()))
+        hit = self._matched.get(memo_key)
+        if hit is not None:
+            return hit
+        found: list[tuple[int, str, int]] = []
+        hard = self.hard_pod_affinity_weight
+        for cls in pods.affinity_classes():
+            terms = class_terms(cls)
+            if kind == _REQUIRED_ANTI:
+                for t in terms.required_anti_affinity:
+                    if t.matches(ns, labels, ns_labels):
+                        found.append((cls.cid, t.topology_key, 1))
+                continue
+            if hard > 0:
+                for t in terms.required_affinity:
+                    if t.matches(ns, labels, ns_labels):
+                        found.append((cls.cid, t.topology_key, hard))
+            for wt in terms.preferred_affinity:
+                if wt.term.matches(ns, labels, ns_labels):
+                    found.append((cls.cid, wt.term.topology_key, wt.weight))
+            for wt in terms.preferred_anti_affinity:
+                if wt.term.matches(ns, labels, ns_labels):
+                    found.append((cls.cid, wt.term.topology_key, -wt.weight))
+        weights: dict[str, dict[int, int]] = {}
+        for cid, key, weight in found:
+            per_class = weights.setdefault(key, {})
+            per_class[cid] = per_class.get(cid, 0) + weight
+        if len(self._matched) >= _MATCHED_KEPT:
+            self._matched.clear()
+        self._matched[memo_key] = weights
+        return weights
 
     def _incoming_counts(
         self, affinity: Sequence[AffinityTerm], anti: Sequence[AffinityTerm]
@@ -826,34 +890,8 @@ class InterPodAffinity(
         """Existing pods' terms matching the incoming pod: their required affinity terms add
         ``hardPodAffinityWeight``, their preferred ones add or take their weight, in the
         existing pod's domain."""
-        snap = self._snapshot
-        pods = snap.pods
-        ns, labels = pod.metadata.namespace, pod.metadata.labels
-        hard = self.hard_pod_affinity_weight
-        #: (class id, topology key, weight) of every matching term.
-        found: list[tuple[int, str, int]] = []
-        for cls in pods.affinity_classes():
-            terms = class_terms(cls)
-            if hard > 0:
-                for t in terms.required_affinity:
-                    if t.matches(ns, labels, ns_labels):
-                        found.append((cls.cid, t.topology_key, hard))
-            for wt in terms.preferred_affinity:
-                if wt.term.matches(ns, labels, ns_labels):
-                    found.append((cls.cid, wt.term.topology_key, wt.weight))
-            for wt in terms.preferred_anti_affinity:
-                if wt.term.matches(ns, labels, ns_labels):
-                    found.append((cls.cid, wt.term.topology_key, -wt.weight))
-        if not found:
-            return False
-        #: Topology key -> class id -> summed weight (a class whose weights cancel out still
-        #: counts as matched).
-        weights: dict[str, dict[int, int]] = {}
-        for cid, key, weight in found:
-            per_class = weights.setdefault(key, {})
-            per_class[cid] = per_class.get(cid, 0) + weight
         matched = False
-        for key, per_class in weights.items():
+        for key, per_class in self._matching_classes(_SCORING, pod, ns_labels).items():
             matched |= self._add_by_class(topology, key, per_class)
         return matched
 

@@ -1197,3 +1197,42 @@ def test_label_columns_drop_values_of_gone_pods() -> None:
     assert group is not None
     assert mask[group.gid]
     assert int(mask.sum()) == 1
+
+
+def test_the_same_question_after_the_cluster_changed() -> None:
+    """One plugin asked the same again sees what changed in between: a namespace relabelled
+    into a term's namespaceSelector, a pod with anti-affinity come and gone (a new affinity
+    class and its departure)."""
+    incoming = pod(
+        labels={"app": "web"},
+        affinity=[
+            term(
+                sel(labels={"app": "db"}),
+                "zone",
+                namespace_selector=sel(in_("team", "team1")),
+            )
+        ],
+    )
+    snap = snapshot(
+        [node("n1", {"zone": "a"}), node("n2", {"zone": "b"})],
+        [pod("db", namespace="other", labels={"app": "db"}, node="n1")],
+        {"default": {"team": "team1"}, "other": {"team": "team2"}},
+    )
+    plugin = InterPodAffinity(Handle(snap))  # type: ignore[arg-type]
+
+    def verdicts() -> list[Status | None]:
+        state = CycleState()
+        _, status = plugin.pre_filter(state, incoming, all_nodes(snap))
+        assert status is None
+        return node_statuses(plugin, state, incoming, snap)
+
+    assert verdicts() == [AFFINITY, AFFINITY]
+    snap.set_namespace("other", {"team": "team1"})
+    assert verdicts() == [None, AFFINITY]
+    guard = pod(
+        "guard", labels={"x": "y"}, node="n1", anti=[term(sel(labels={"app": "web"}), "zone")]
+    )
+    snap.add_pod(PodInfo.of(guard), "n1")
+    assert verdicts() == [EXISTING, AFFINITY]
+    snap.remove_pod(guard.metadata.uid)
+    assert verdicts() == [None, AFFINITY]

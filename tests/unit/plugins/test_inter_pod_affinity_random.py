@@ -366,20 +366,21 @@ def test_scores_equal_reference(seed: int) -> None:
 @pytest.mark.parametrize("seed", range(60))
 def test_kept_counts_follow_the_cluster(seed: int) -> None:
     """One plugin asked the same questions again and again while pods come, go and change
-    labels and nodes come, go and are relabelled: its kept counts (brought up to date from the
-    pod table's changes) give what the reference gives on the cluster as it is each time."""
+    labels, nodes come, go and are relabelled, and namespaces are relabelled: its kept counts
+    (brought up to date from the pod table's changes) and kept matches give what the reference
+    gives on the cluster as it is each time."""
     rng = random.Random(5000 + seed)
     nodes = [rand_node(rng, f"n{i}") for i in range(rng.randint(2, 8))]
     snap = snapshot(nodes, [], NAMESPACES)
     templates = [rand_pod(rng, f"t{i}", "", 0.5) for i in range(4)]
-    incoming = [rand_pod(rng, f"in{k}", "", 0.9) for k in range(3)]
+    incoming = [rand_pod(rng, f"in{k}", "", 0.9) for k in range(5)]
     plugin = InterPodAffinity(Handle(snap))  # type: ignore[arg-type]
     live: list[Pod] = []
     for step in range(12):
         for _ in range(rng.randint(1, 6)):
             r = rng.random()
             names = [i.name for i in snap.node_infos() if i.node is not None]
-            if r < 0.5 or not live:
+            if r < 0.45 or not live:
                 t = rng.choice(templates) if rng.random() < 0.7 else rand_pod(rng, "x", "", 0.5)
                 name = f"p{step}-{len(live)}-{rng.random()}"
                 p = msgspec.structs.replace(
@@ -389,11 +390,14 @@ def test_kept_counts_follow_the_cluster(seed: int) -> None:
                 )
                 snap.add_pod(PodInfo.of(p), p.spec.node_name)
                 live.append(p)
-            elif r < 0.8:
+            elif r < 0.7:
                 p = live.pop(rng.randrange(len(live)))
                 snap.remove_pod(p.metadata.uid)
-            elif r < 0.9:
+            elif r < 0.8:
                 snap.set_node(rand_node(rng, rng.choice(names)))
+            elif r < 0.9:
+                labels = rng.choice([{}, {"team": "t1"}, {"team": "t2", "x": "y"}])
+                snap.set_namespace(rng.choice(sorted(NAMESPACES)), labels)
             elif len(names) > 1:
                 gone = rng.choice(names)
                 snap.remove_node(gone)
