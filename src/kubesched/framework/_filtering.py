@@ -90,7 +90,9 @@ class Vectorized:
             return [(failed_slots, status)]
         failed_ids = verdict.ids[failing]
         out = []
-        for sid in np.unique(failed_ids).tolist():
+        # The ids are small (indexes into the statuses): counting them beats sorting them.
+        present = np.bincount(failed_ids, minlength=len(verdict.statuses))
+        for sid in np.flatnonzero(present).tolist():
             status = verdict.statuses[sid]
             assert status is not None
             out.append((failed_slots[failed_ids == sid], status))
@@ -133,6 +135,7 @@ class FilterPlan:
         "plugins",
         "pod_plugins",
         "recheck_on_pods",
+        "split",
     )
 
     def __init__(self, plugins: list[FilterPlugin], metrics: Metrics | None) -> None:
@@ -140,6 +143,14 @@ class FilterPlan:
         self._metrics = metrics
         self._timed: dict[bool, list[InstrumentedFilter]] = {}
         self.local = all(p.node_local for p in plugins)
+        #: When some plugins are not node-local but the first ones are: those first ones and
+        #: the rest, as plans. A node's status is the first rejecting plugin's, so the verdicts
+        #: of the first ones may come from the per-shape cache and the rest run on the nodes
+        #: they pass.
+        self.split: tuple[FilterPlan, FilterPlan] | None = None
+        if not self.local and plugins[0].node_local:
+            n = next(i for i, p in enumerate(plugins) if not p.node_local)
+            self.split = FilterPlan(plugins[:n], metrics), FilterPlan(plugins[n:], metrics)
         self.pod_plugins = [p for p in plugins if p.node_local_reads_pods]
         # A node failed by one of these may fail otherwise once its pods change: the plugin
         # reads pods, or one that runs before it does.

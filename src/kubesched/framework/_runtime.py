@@ -835,10 +835,9 @@ class Framework:
         if feasible is not None:
             return feasible, diagnosis, None
         if (result is None or result.node_names is None) and self._may_use_cache(len(all_nodes)):
-            entry = self._cached_filter(state, pod, diagnosis)
-            if entry is not None:
-                assert entry.feasible is not None
-                return Nodes(self._snapshot, entry.feasible), diagnosis, entry
+            cached = self._cached_filter(state, pod, diagnosis)
+            if cached is not None:
+                return cached[0], diagnosis, cached[1]
         candidates = all_nodes
         if result is not None and result.node_names is not None:
             # As kube-scheduler, look up the few names (a DaemonSet pod names one node) rather
@@ -870,18 +869,40 @@ class Framework:
             return False
         return self._nominator is None or not self._nominator.nominated_nodes()
 
-    def _cached_filter(self, state: CycleState, pod: Pod, diagnosis: Diagnosis) -> Filtered | None:
-        """Filter from the per-shape cache, when every active Filter plugin is node-local."""
+    def _cached_filter(
+        self, state: CycleState, pod: Pod, diagnosis: Diagnosis
+    ) -> tuple[Nodes, Filtered | None] | None:
+        """Filter from the per-shape cache, when the active Filter plugins are node-local, or
+        the first of them are (the rest then run on the nodes those pass): the feasible nodes,
+        and the cache entry when Score may come from there too (the entry's feasible nodes are
+        the cycle's)."""
         start = time.perf_counter()
-        entry = self._equivalence.filter(
-            state, pod, self._filter_plans.of(state.skip_filter_plugins)
-        )
+        plan = self._filter_plans.of(state.skip_filter_plugins)
+        rest = None
+        if not plan.local:
+            if plan.split is None:
+                return None
+            plan, rest = plan.split
+        entry = self._equivalence.filter(state, pod, plan)
         if entry is None:
             return None
+        feasible = entry.feasible
+        assert feasible is not None
+        rejected: list[tuple[IntArray, Status]] = []
+        if rest is not None:
+            form = Vectorized(self._snapshot, feasible)
+            try:
+                rejected = filter_in_order(state, pod, rest.calls(state), form)
+            except FilterError:
+                # The ordinary path reports it, as it always does.
+                return None
+            feasible = form.remaining
         for g in entry.groups:
             diagnosis.add(g)
+        for failed, status in rejected:
+            diagnosis.add(NodeGroup(failed, status))
         self._observe("Filter", start, None)
-        return entry
+        return Nodes(self._snapshot, feasible), entry if feasible is entry.feasible else None
 
     def _cached_score(
         self, state: CycleState, pod: Pod, entry: Filtered, plugin_scores: bool

@@ -104,7 +104,8 @@ def _pod(name: str, shape: int) -> Pod:
         # Best effort: BalancedAllocation skips it.
         return make_pod(name)
     if shape == 6:
-        # Required anti-affinity: InterPodAffinity is not node-local, the cache stands aside.
+        # Required anti-affinity: InterPodAffinity is not node-local; the plugins before it
+        # are, and their verdicts come from the cache.
         return make_pod(
             name,
             cpu="100m",
@@ -267,3 +268,33 @@ def test_repeated_shape_is_served_from_the_cache() -> None:
     # into the cache; after that only the changed node, one at a time.
     assert calls == 2
     assert np.all(r.totals >= 0)
+
+
+def test_node_local_plugins_before_another_are_served_from_the_cache() -> None:
+    """A pod with required anti-affinity: the node-local Filter plugins' verdicts come from the
+    cache, InterPodAffinity (which counts pods elsewhere) runs every cycle."""
+    side = _Side(cached=True, config=default_config())
+    for i in range(20):
+        side.snapshot.set_node(make_node(f"n{i}", labels={"kubernetes.io/hostname": f"n{i}"}))
+    calls = {"NodeResourcesFit": 0, "InterPodAffinity": 0}
+    for name in calls:
+        plugin = side.fw.plugin(name)
+        assert plugin is not None
+        original = plugin.filter_nodes  # type: ignore[attr-defined]
+
+        def counting(*args: Any, name: str = name, original: Any = original) -> Any:
+            calls[name] += 1
+            return original(*args)
+
+        plugin.filter_nodes = counting  # type: ignore[attr-defined]
+    hosts = set()
+    for i in range(5):
+        pod = _pod(f"p{i}", 6)
+        r = side.schedule(pod)
+        assert isinstance(r, ScheduleResult)
+        side.snapshot.add_pod(PodInfo.of(pod), r.suggested_host)
+        hosts.add(r.suggested_host)
+    # One pod per node (the anti-affinity holds); the node-local plugins vectorized twice as
+    # above, InterPodAffinity once per pod.
+    assert len(hosts) == 5
+    assert calls == {"NodeResourcesFit": 2, "InterPodAffinity": 5}
