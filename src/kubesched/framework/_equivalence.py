@@ -301,12 +301,14 @@ class EquivalenceCache:
         rng: random.Random,
         *,
         plugin_scores: bool = True,
+        pick: bool = True,
     ) -> tuple[dict[str, IntArray], IntArray, int] | None:
         """Weighted scores per plugin and their sum over the entry's feasible nodes, as the
         ordinary Score loop gives them, after PreScore ran on those nodes, and the slot of the
-        node picked (:meth:`_Scored.pick`); ``None`` when a plugin of ``plan`` is not node-local
-        or one erred. Without ``plugin_scores`` the per-plugin scores are left out and the sum
-        may be a view of the cache's, valid until the next cycle."""
+        node picked (:meth:`_Scored.pick`; -1 and nothing drawn from ``rng`` without ``pick``);
+        ``None`` when a plugin of ``plan`` is not node-local or one erred. Without
+        ``plugin_scores`` the per-plugin scores are left out and the sum may be a view of the
+        cache's, valid until the next cycle."""
         if not plan.local:
             return None
         table = self._snapshot.table
@@ -351,7 +353,7 @@ class EquivalenceCache:
             totals = scored.total[:n].copy() if plugin_scores else scored.total[:n]
         else:
             totals = scored.total.take(feasible)
-        return per_plugin, totals, scored.pick(feasible, leading, rng)
+        return per_plugin, totals, scored.pick(feasible, leading, rng) if pick else -1
 
 
 class _Kept:

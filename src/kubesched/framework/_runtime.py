@@ -907,16 +907,53 @@ class Framework:
     def _cached_score(
         self, state: CycleState, pod: Pod, entry: Filtered, plugin_scores: bool
     ) -> tuple[dict[str, IntArray], IntArray, int] | None:
-        """Score from the per-shape cache, when every active Score plugin is node-local: the
-        scores, their sums, and the slot of the node picked."""
+        """Score from the per-shape cache, when every active Score plugin is node-local, or
+        some are (the others are then asked, and their scores added): the scores, their sums,
+        and the slot of the node picked."""
         start = time.perf_counter()
         plan = self._score_plans.of(state.skip_score_plugins)
-        out = self._equivalence.score(
-            state, pod, entry, plan, self._rng, plugin_scores=plugin_scores
+        if plan.local:
+            out = self._equivalence.score(
+                state, pod, entry, plan, self._rng, plugin_scores=plugin_scores
+            )
+            if out is not None:
+                self._observe("Score", start, None)
+            return out
+        if plan.split is None:
+            return None
+        local, other = plan.split
+        kept = self._equivalence.score(
+            state, pod, entry, local, self._rng, plugin_scores=plugin_scores, pick=False
         )
-        if out is not None:
-            self._observe("Score", start, None)
-        return out
+        if kept is None:
+            return None
+        assert entry.feasible is not None
+        feasible = entry.feasible
+        fresh = Fresh(other, Nodes(self._snapshot, feasible))
+        try:
+            score_in_order(state, pod, other.calls(state), fresh)
+        except ScoreError:
+            # The ordinary path reports it, as it always does.
+            return None
+        per_local, local_totals, _ = kept
+        totals: IntArray = local_totals + fresh.total
+        per_plugin = (
+            {
+                p.name: per_local[p.name] if p.name in per_local else fresh.per_plugin[p.name]
+                for p in plan.plugins
+            }
+            if plugin_scores
+            else {}
+        )
+        self._observe("Score", start, None)
+        return per_plugin, totals, self._pick(feasible, totals)
+
+    def _pick(self, feasible: IntArray, totals: IntArray) -> int:
+        """``selectHost``: the slot of a node with the top total, drawn among equals."""
+        # argmax finds the top score in a fraction of max's time; the ties are all nodes with it.
+        best = (totals == totals[totals.argmax()]).nonzero()[0]
+        pick = int(best[self._rng.randrange(len(best))]) if len(best) > 1 else int(best[0])
+        return int(feasible[pick])
 
     def _evaluate_nominated_node(self, state: CycleState, pod: Pod, num_all: int) -> Nodes | None:
         """``evaluateNominatedNode``: a pod that preemption nominated to a node tries that node
@@ -991,11 +1028,7 @@ class Framework:
             per_plugin, totals, slot = scored
         else:
             per_plugin, totals = self.run_score(state, pod, feasible)
-            # argmax finds the top score in a fraction of max's time; the ties are all nodes
-            # with it.
-            best = (totals == totals[totals.argmax()]).nonzero()[0]
-            pick = int(best[self._rng.randrange(len(best))]) if len(best) > 1 else int(best[0])
-            slot = int(feasible.slots[pick])
+            slot = self._pick(feasible.slots, totals)
         return ScheduleResult(
             suggested_host=self._snapshot.table.names[slot],
             evaluated_nodes=evaluated,

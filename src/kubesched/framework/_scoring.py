@@ -75,6 +75,7 @@ class ScorePlan:
         "plugins",
         "pod_readers",
         "reads_pods",
+        "split",
         "weights",
     )
 
@@ -91,6 +92,17 @@ class ScorePlan:
         self.reads_pods = [p.node_local_reads_pods for p in plugins]
         self.pod_readers = [i for i, reads in enumerate(self.reads_pods) if reads]
         self.epochs = [p for p in plugins if has_epoch(p)]
+        #: When some plugins are node-local and some not: the two kinds, as plans. A node's
+        #: total is a sum, so the node-local plugins' scores may come from the per-shape cache
+        #: and only the others be asked each cycle.
+        self.split: tuple[ScorePlan, ScorePlan] | None = None
+        if not self.local and any(p.node_local for p in plugins):
+            local = [i for i, p in enumerate(plugins) if p.node_local]
+            other = [i for i, p in enumerate(plugins) if not p.node_local]
+            self.split = (
+                ScorePlan([plugins[i] for i in local], [weights[i] for i in local], metrics),
+                ScorePlan([plugins[i] for i in other], [weights[i] for i in other], metrics),
+            )
 
     def calls(self, state: CycleState) -> Sequence[ScoreCalls]:
         """The plugins as the loop calls them: timed in a cycle whose plugin metrics are

@@ -123,6 +123,29 @@ def _pod(name: str, shape: int) -> Pod:
                 }
             },
         )
+    if shape == 7:
+        # Preferred pod affinity: InterPodAffinity scores (not node-local); the other Score
+        # plugins' scores come from the cache.
+        return make_pod(
+            name,
+            cpu="300m",
+            labels={"app": "web"},
+            spec={
+                "affinity": {
+                    "podAffinity": {
+                        "preferredDuringSchedulingIgnoredDuringExecution": [
+                            {
+                                "weight": 70,
+                                "podAffinityTerm": {
+                                    "labelSelector": {"matchLabels": {"app": "db"}},
+                                    "topologyKey": "topology.kubernetes.io/zone",
+                                },
+                            }
+                        ]
+                    }
+                }
+            },
+        )
     # Fits nowhere.
     return make_pod(name, cpu="64")
 
@@ -230,7 +253,7 @@ def test_cached_decisions_equal_uncached_ones(seed: int, order: str) -> None:
             info, _ = placed.pop(rnd.randrange(len(placed)))
             both(lambda s, i=info: s.snapshot.remove_pod(i.uid))
         else:
-            pod = _pod(f"p{step}", rnd.randrange(8))
+            pod = _pod(f"p{step}", rnd.randrange(9))
             a, b = (side.schedule(pod) for side in sides)
             _same(a, b)
             if isinstance(a, ScheduleResult):
@@ -297,4 +320,33 @@ def test_node_local_plugins_before_another_are_served_from_the_cache() -> None:
     # One pod per node (the anti-affinity holds); the node-local plugins vectorized twice as
     # above, InterPodAffinity once per pod.
     assert len(hosts) == 5
+    assert calls == {"NodeResourcesFit": 2, "InterPodAffinity": 5}
+
+
+def test_node_local_scores_beside_another_are_served_from_the_cache() -> None:
+    """A pod with preferred pod affinity: the node-local Score plugins' scores come from the
+    cache, InterPodAffinity's are asked every cycle and added."""
+    side = _Side(cached=True, config=default_config())
+    for i in range(20):
+        side.snapshot.set_node(make_node(f"n{i}", labels={"topology.kubernetes.io/zone": "z1"}))
+    calls = {"NodeResourcesFit": 0, "InterPodAffinity": 0}
+    for name in calls:
+        plugin = side.fw.plugin(name)
+        assert plugin is not None
+        original = plugin.score_nodes  # type: ignore[attr-defined]
+
+        def counting(*args: Any, name: str = name, original: Any = original) -> Any:
+            calls[name] += 1
+            return original(*args)
+
+        plugin.score_nodes = counting  # type: ignore[attr-defined]
+    side.snapshot.add_pod(PodInfo.of(make_pod("db", labels={"app": "db"})), "n3")
+    for i in range(5):
+        pod = _pod(f"p{i}", 7)
+        r = side.schedule(pod)
+        assert isinstance(r, ScheduleResult)
+        assert set(r.plugin_scores) >= {"NodeResourcesFit", "InterPodAffinity"}
+        side.snapshot.add_pod(PodInfo.of(pod), r.suggested_host)
+    # NodeResourcesFit over every node twice (the second pod of a shape fills the cache), then
+    # on changed nodes one at a time; InterPodAffinity over every node each cycle.
     assert calls == {"NodeResourcesFit": 2, "InterPodAffinity": 5}
