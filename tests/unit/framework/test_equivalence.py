@@ -268,28 +268,34 @@ def test_cached_decisions_equal_uncached_ones(seed: int, order: str) -> None:
     assert failed > 10
 
 
+def _count_calls(side: _Side, method: str, *plugins: str) -> dict[str, int]:
+    """How often each of ``plugins`` is called by ``method`` from now on."""
+    calls = dict.fromkeys(plugins, 0)
+    for name in plugins:
+        plugin = side.fw.plugin(name)
+        assert plugin is not None
+        original = getattr(plugin, method)
+
+        def counting(*args: Any, name: str = name, original: Any = original) -> Any:
+            calls[name] += 1
+            return original(*args)
+
+        setattr(plugin, method, counting)
+    return calls
+
+
 def test_repeated_shape_is_served_from_the_cache() -> None:
     side = _Side(cached=True, config=default_config())
     for i in range(20):
         side.snapshot.set_node(make_node(f"n{i}"))
-    calls = 0
-    fit = side.fw.plugin("NodeResourcesFit")
-    assert fit is not None
-    original = fit.filter_nodes  # type: ignore[attr-defined]
-
-    def counting(*args: Any) -> Any:
-        nonlocal calls
-        calls += 1
-        return original(*args)
-
-    fit.filter_nodes = counting  # type: ignore[attr-defined]
+    calls = _count_calls(side, "filter_nodes", "NodeResourcesFit")
     for i in range(5):
         r = side.schedule(make_pod(f"p{i}", cpu="100m"))
         assert isinstance(r, ScheduleResult)
         side.snapshot.add_pod(PodInfo.of(make_pod(f"p{i}", cpu="100m")), r.suggested_host)
     # Vectorized over every node twice: the first pod of a shape the ordinary way, the second
     # into the cache; after that only the changed node, one at a time.
-    assert calls == 2
+    assert calls == {"NodeResourcesFit": 2}
     assert np.all(r.totals >= 0)
 
 
@@ -299,17 +305,7 @@ def test_node_local_plugins_before_another_are_served_from_the_cache() -> None:
     side = _Side(cached=True, config=default_config())
     for i in range(20):
         side.snapshot.set_node(make_node(f"n{i}", labels={"kubernetes.io/hostname": f"n{i}"}))
-    calls = {"NodeResourcesFit": 0, "InterPodAffinity": 0}
-    for name in calls:
-        plugin = side.fw.plugin(name)
-        assert plugin is not None
-        original = plugin.filter_nodes  # type: ignore[attr-defined]
-
-        def counting(*args: Any, name: str = name, original: Any = original) -> Any:
-            calls[name] += 1
-            return original(*args)
-
-        plugin.filter_nodes = counting  # type: ignore[attr-defined]
+    calls = _count_calls(side, "filter_nodes", "NodeResourcesFit", "InterPodAffinity")
     hosts = set()
     for i in range(5):
         pod = _pod(f"p{i}", 6)
@@ -329,17 +325,7 @@ def test_node_local_scores_beside_another_are_served_from_the_cache() -> None:
     side = _Side(cached=True, config=default_config())
     for i in range(20):
         side.snapshot.set_node(make_node(f"n{i}", labels={"topology.kubernetes.io/zone": "z1"}))
-    calls = {"NodeResourcesFit": 0, "InterPodAffinity": 0}
-    for name in calls:
-        plugin = side.fw.plugin(name)
-        assert plugin is not None
-        original = plugin.score_nodes  # type: ignore[attr-defined]
-
-        def counting(*args: Any, name: str = name, original: Any = original) -> Any:
-            calls[name] += 1
-            return original(*args)
-
-        plugin.score_nodes = counting  # type: ignore[attr-defined]
+    calls = _count_calls(side, "score_nodes", "NodeResourcesFit", "InterPodAffinity")
     side.snapshot.add_pod(PodInfo.of(make_pod("db", labels={"app": "db"})), "n3")
     for i in range(5):
         pod = _pod(f"p{i}", 7)

@@ -302,6 +302,33 @@ def plugin_statuses(
     return got
 
 
+def check_against_reference(
+    plugin: InterPodAffinity, snap: Snapshot, pod: Pod, hard: int, ignore: bool
+) -> None:
+    """PreFilter and Filter, then PreScore, Score and NormalizeScore of ``pod`` on every node:
+    what the reference says."""
+    state = CycleState()
+    nodes = all_nodes(snap)
+    _, status = plugin.pre_filter(state, pod, nodes)
+    want = ref_filter(snap, pod, [])
+    if isinstance(want, Status):
+        assert status == want
+    else:
+        assert status is None
+        assert plugin_statuses(plugin, state, pod, snap) == want
+    state = CycleState()
+    status = plugin.pre_score(state, pod, nodes)
+    want_scores = ref_scores(snap, pod, hard, ignore)
+    if isinstance(want_scores, Status):
+        assert status == want_scores
+        return
+    assert status is None
+    raw, s = plugin.score_nodes(state, pod, nodes)
+    assert s is None
+    plugin.normalize_score(state, pod, nodes, raw)
+    assert raw.tolist() == want_scores
+
+
 @pytest.mark.parametrize("seed", range(150))
 def test_filter_equals_reference(seed: int) -> None:
     rng = random.Random(seed)
@@ -406,26 +433,7 @@ def test_kept_counts_follow_the_cluster(seed: int) -> None:
                     snap.remove_pod(p.metadata.uid)
                 snap.set_node(rand_node(rng, f"n{step}x"))
         for pod in incoming:
-            state = CycleState()
-            _, status = plugin.pre_filter(state, pod, all_nodes(snap))
-            want = ref_filter(snap, pod, [])
-            if isinstance(want, Status):
-                assert status == want
-            else:
-                assert status is None
-                assert plugin_statuses(plugin, state, pod, snap) == want
-            state = CycleState()
-            nodes = all_nodes(snap)
-            status = plugin.pre_score(state, pod, nodes)
-            want_scores = ref_scores(snap, pod, 1, False)
-            if isinstance(want_scores, Status):
-                assert status == want_scores
-                continue
-            assert status is None
-            raw, s = plugin.score_nodes(state, pod, nodes)
-            assert s is None
-            plugin.normalize_score(state, pod, nodes, raw)
-            assert raw.tolist() == want_scores
+            check_against_reference(plugin, snap, pod, 1, False)
 
 
 def test_many_pods_few_groups() -> None:
@@ -508,28 +516,8 @@ def test_pods_without_terms_equal_reference(seed: int) -> None:
     plugin = InterPodAffinity(  # type: ignore[arg-type]
         Handle(snap), {"hardPodAffinityWeight": hard, "ignorePreferredTermsOfExistingPods": ignore}
     )
-    nodes = all_nodes(snap)
     for k in range(3):
-        incoming = rand_pod_without_terms(rng, f"in{k}")
-        state = CycleState()
-        _, status = plugin.pre_filter(state, incoming, nodes)
-        want = ref_filter(snap, incoming, [])
-        if isinstance(want, Status):
-            assert status == want
-        else:
-            assert status is None
-            assert plugin_statuses(plugin, state, incoming, snap) == want
-        state = CycleState()
-        status = plugin.pre_score(state, incoming, nodes)
-        want_scores = ref_scores(snap, incoming, hard, ignore)
-        if isinstance(want_scores, Status):
-            assert status == want_scores
-            continue
-        assert status is None
-        raw, s = plugin.score_nodes(state, incoming, nodes)
-        assert s is None
-        plugin.normalize_score(state, incoming, nodes, raw)
-        assert raw.tolist() == want_scores
+        check_against_reference(plugin, snap, rand_pod_without_terms(rng, f"in{k}"), hard, ignore)
 
 
 def test_pods_without_terms_reference_sanity() -> None:
