@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import msgspec
 import numpy as np
@@ -436,6 +436,9 @@ _SCORING = "scoring"
 #: namespaceSelector merged.
 _MATCHED_KEPT = 1024
 
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
 #: Topology key -> count (or score) per value id of the node table's column for that key.
 DomainCounts = dict[str, IntArray]
 
@@ -457,6 +460,29 @@ def _gather(counts: IntArray | None, ids: IntArray) -> IntArray:
         padded[: len(counts)] = counts
         counts = padded
     return counts.take(ids)
+
+
+class _Memo(Generic[K, V]):
+    """Values kept while the versions they were made under stay the same, at most
+    :data:`_MATCHED_KEPT` of them (all dropped at once beyond)."""
+
+    __slots__ = ("_at", "_values")
+
+    def __init__(self) -> None:
+        self._at: Hashable = None
+        self._values: dict[K, V] = {}
+
+    def get(self, versions: Hashable, key: K) -> V | None:
+        """The value kept for ``key``; ``None`` if there is none under ``versions``."""
+        if versions != self._at:
+            self._values.clear()
+            self._at = versions
+        return self._values.get(key)
+
+    def put(self, key: K, value: V) -> None:
+        if len(self._values) >= _MATCHED_KEPT:
+            self._values.clear()
+        self._values[key] = value
 
 
 def _add_tally(counts: DomainCounts, key: str, tally: DomainTally | None, factor: int = 1) -> bool:
@@ -606,10 +632,8 @@ class InterPodAffinity(
             decoded.ignore_preferred_terms_of_existing_pods
         )
         self._kept = KeptDomainCounts()
-        self._matched: dict[Hashable, dict[str, dict[int, int]]] = {}
-        self._matched_at: tuple[PodTable | None, int, int] = (None, 0, 0)
-        self._merged: dict[AffinityTerm, AffinityTerm] = {}
-        self._merged_at: tuple[Snapshot | None, int] = (None, 0)
+        self._matched: _Memo[Hashable, dict[str, dict[int, int]]] = _Memo()
+        self._merged: _Memo[AffinityTerm, AffinityTerm] = _Memo()
 
     @property
     def _snapshot(self) -> Snapshot:
@@ -623,19 +647,14 @@ class InterPodAffinity(
             return term
         snap = self._snapshot
         # Every pod of a workload asks the same while the Namespaces stay as they are.
-        if self._merged_at != (snap, snap.namespaces_version):
-            self._merged.clear()
-            self._merged_at = (snap, snap.namespaces_version)
-        merged = self._merged.get(term)
+        merged = self._merged.get((snap, snap.namespaces_version), term)
         if merged is None:
             names = set(term.namespaces)
             for name, labels in snap.namespaces().items():
                 if term.namespace_selector.matches(labels):
                     names.add(name)
             merged = replace(term, namespaces=frozenset(names), namespace_selector=NOTHING)
-            if len(self._merged) >= _MATCHED_KEPT:
-                self._merged.clear()
-            self._merged[term] = merged
+            self._merged.put(term, merged)
         return merged
 
     # -- PreFilter -----------------------------------------------------------------------------
@@ -687,12 +706,9 @@ class InterPodAffinity(
         snap = self._snapshot
         pods = snap.pods
         versions = (pods, pods.classes_version, snap.namespaces_version)
-        if versions != self._matched_at:
-            self._matched.clear()
-            self._matched_at = versions
         ns, labels = pod.metadata.namespace, pod.metadata.labels
         memo_key = (kind, ns, tuple(labels.items()))
-        hit = self._matched.get(memo_key)
+        hit = self._matched.get(versions, memo_key)
         if hit is not None:
             return hit
         found: list[tuple[int, str, int]] = []
@@ -718,9 +734,7 @@ class InterPodAffinity(
         for cid, key, weight in found:
             per_class = weights.setdefault(key, {})
             per_class[cid] = per_class.get(cid, 0) + weight
-        if len(self._matched) >= _MATCHED_KEPT:
-            self._matched.clear()
-        self._matched[memo_key] = weights
+        self._matched.put(memo_key, weights)
         return weights
 
     def _incoming_counts(
