@@ -548,6 +548,12 @@ class Framework:
         priority, uid = _priority(pod), pod.metadata.uid
         kept_verdicts = self._with_nominated
         counted = self._snapshot.node_of_pod
+
+        def keepable(uids: tuple[str, ...]) -> bool:
+            # A verdict stands by its nominated pods' UIDs only while none of them is the pod
+            # judged or counted on a node (``_Verdict``).
+            return uid not in uids and all(counted(u) is None for u in uids)
+
         verdicts: list[tuple[NodeInfo, Status | None]] = []
         work: list[_NominatedWork] = []
         for name in names:
@@ -561,8 +567,7 @@ class Framework:
                 and kept.key == key
                 and kept.priority == priority
                 and kept.stamp == stamp
-                and uid not in kept.uids
-                and all(counted(u) is None for u in kept.uids)
+                and keepable(kept.uids)
                 and kept.content == info.contents()
             ):
                 verdicts.append((info, kept.status))
@@ -571,8 +576,7 @@ class Framework:
             nominated = self._ge_nominated(pod, every)
             if nominated:
                 uids = tuple(pi.uid for pi in every)
-                keepable = uid not in uids and all(counted(u) is None for u in uids)
-                work.append((info, nominated, (stamp, uids) if keepable else None))
+                work.append((info, nominated, (stamp, uids) if keepable(uids) else None))
         if key is None:
             verdicts += [
                 (info, self._run_filter_plugins_with(state, pod, info, nominated))
