@@ -189,6 +189,14 @@ class Handle(Protocol):
         of equal or higher priority counted too (and, if that passes, without them)."""
         ...
 
+    def run_filter_plugins_with_nominated_pods_together(
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
+    ) -> list[Status | None]:
+        """:meth:`run_filter_plugins_with_nominated_pods` on each of ``nodes`` as they are now
+        (pods of a trial counted), in order; when :meth:`node_verdict_key` is not ``None``,
+        several nodes are judged in one vectorized pass."""
+        ...
+
     def node_verdict_key(self, state: CycleState, pod: Pod) -> Hashable | None:
         """When every active Filter plugin judges a node by that node alone: a key for all else
         their verdicts read (the pod's shape, the active plugins, cluster-wide values). A node

@@ -36,6 +36,7 @@ from kubesched.framework._filtering import (
     Vectorized,
     filter_in_order,
 )
+from kubesched.framework._instrumented import FilterCalls
 from kubesched.framework._interface import (
     APIClient,
     BindPlugin,
@@ -627,16 +628,10 @@ class Framework:
             }
         else:
             plugins = self._filter_plans.of(state.skip_filter_plugins).calls(state)
-            with self._snapshot.trials(info for info, _, _ in work) as trials:
-                for trial, (_, nominated, _) in zip(trials, work, strict=True):
-                    for pi in nominated:
-                        trial.add_pod(pi)
-                form = Vectorized(self._snapshot, np.array(sorted(i.slot for i, _, _ in work)))
-                try:
-                    rejected = filter_in_order(state, pod, plugins, form)
-                except FilterError as e:
-                    raise FilterError(e.plugin, _filter_error(e)) from e
-            verdicts = {slot: status for slots, status in rejected for slot in slots.tolist()}
+            try:
+                verdicts = self._vectorized_verdicts(state, pod, plugins, [w[:2] for w in work])
+            except FilterError as e:
+                raise FilterError(e.plugin, _filter_error(e)) from e
         priority = _priority(pod)
         out: list[tuple[NodeInfo, Status | None]] = []
         for info, _, kept_by in work:
@@ -703,6 +698,43 @@ class Framework:
             if status is not None:
                 return status
         return self.run_filter_plugins(state, pod, node)
+
+    def run_filter_plugins_with_nominated_pods_together(
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
+    ) -> list[Status | None]:
+        if len(nodes) <= PER_NODE_AT_MOST or not self._nodes_judged_apart(state):
+            return [self.run_filter_plugins_with_nominated_pods(state, pod, n) for n in nodes]
+        # Both passes as run_filter_plugins_with_nominated_pods makes them, each over all the
+        # nodes it concerns at once: the nodes cannot affect each other's verdicts.
+        plugins = self._filter_plans.of(state.skip_filter_plugins).calls(state)
+        work = [(n, ge) for n in nodes if (ge := self._ge_nominated_pods(pod, n.name))]
+        try:
+            verdicts = self._vectorized_verdicts(state, pod, plugins, work) if work else {}
+            rest = [(n, ()) for n in nodes if n.slot not in verdicts]
+            if rest:
+                verdicts.update(self._vectorized_verdicts(state, pod, plugins, rest))
+        except FilterError:
+            # An Error is each node's own status: judged one by one, as without this pass.
+            return [self.run_filter_plugins_with_nominated_pods(state, pod, n) for n in nodes]
+        return [verdicts.get(n.slot) for n in nodes]
+
+    def _vectorized_verdicts(
+        self,
+        state: CycleState,
+        pod: Pod,
+        plugins: Sequence[FilterCalls],
+        work: Sequence[tuple[NodeInfo, Sequence[PodInfo]]],
+    ) -> dict[int, Status | None]:
+        """One vectorized Filter pass over the nodes of ``work``, each with its pods there
+        counted too: the rejected nodes' statuses by slot."""
+        adding = [(n, pods) for n, pods in work if pods]
+        with self._snapshot.trials(n for n, _ in adding) as trials:
+            for trial, (_, pods) in zip(trials, adding, strict=True):
+                for pi in pods:
+                    trial.add_pod(pi)
+            slots = np.array(sorted(n.slot for n, _ in work), dtype=np.int64)
+            rejected = filter_in_order(state, pod, plugins, Vectorized(self._snapshot, slots))
+        return {slot: status for failed, status in rejected for slot in failed.tolist()}
 
     def run_pre_filter_extension_add_pod(
         self, state: CycleState, pod: Pod, to_add: PodInfo, node: NodeInfo

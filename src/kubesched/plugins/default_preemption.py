@@ -16,7 +16,7 @@ import math
 import random
 import time
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -35,6 +35,7 @@ from kubesched.framework import (
     Handle,
     NodeGroup,
     NodeInfo,
+    NodeTrial,
     PodInfo,
     PostFilterPlugin,
     PreEnqueuePlugin,
@@ -43,6 +44,10 @@ from kubesched.framework import (
 )
 
 NAME = "DefaultPreemption"
+
+#: With kept dry runs possible, nodes are dry-run together, at least this many at a time (as
+#: many as candidates are still wanted, when more).
+DRY_RUN_CHUNK_AT_LEAST = 16
 
 log = logging.getLogger(__name__)
 
@@ -193,15 +198,33 @@ def _aggregate(errors: Sequence[str]) -> str:
     return "[" + ", ".join(distinct) + "]"
 
 
+#: A dry run's outcome on a node: the victims, how many of them violate a PDB, or why none.
+_Outcome = tuple[list[Pod], int, Status | None]
+
+
 @dataclass(slots=True, frozen=True)
 class _DryRun:
-    """A dry run's outcome on a node and what it depended on."""
+    """What a dry run's outcome on a node depended on: equal, the outcome stands."""
 
     key: Hashable
     content: tuple[Node | PodInfo | None, ...]
     nominated: tuple[PodInfo, ...]
     where: tuple[str | None, ...]
-    outcome: tuple[list[Pod], int, Status | None]
+
+
+@dataclass(slots=True)
+class _Reprieves:
+    """One node's part of :meth:`DefaultPreemption._select_victims_on_nodes`."""
+
+    at: int
+    trial: NodeTrial
+    potential: list[PodInfo]
+    #: The potential victims in the order they are put back: PDB-violating ones first.
+    order: list[PodInfo] = field(default_factory=list)
+    #: How many of ``order`` violate a PDB (the first ones).
+    violating: int = 0
+    victims: list[PodInfo] = field(default_factory=list)
+    violations: int = 0
 
 
 class _DryRunError(Exception):
@@ -235,8 +258,8 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         self._tasks: set[asyncio.Task[None]] = set()
         #: Node name -> (NodeInfo, its generation, the lowest priority of its pods or None).
         self._lowest: dict[str, tuple[NodeInfo, int, int | None]] = {}
-        #: Node name -> its last dry run and what that depended on (see :meth:`_dry_run`).
-        self._dry_runs: dict[str, _DryRun] = {}
+        #: Node name -> what its last dry run depended on, and its outcome (:meth:`_dry_run_nodes`).
+        self._dry_runs: dict[str, tuple[_DryRun, _Outcome]] = {}
         #: The PodDisruptionBudgets those dry runs split victims by (held: their ids are the key).
         self._dry_runs_pdbs: list[PodDisruptionBudget] = []
         # A customized evaluator may read anything: its dry runs are not reused.
@@ -390,33 +413,34 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         statuses: dict[str, Status] = {}
         errors: list[str] = []
         n = len(potential)
-        priority = pod_priority(pod)
-        no_victims = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_NO_VICTIMS)
         key = self._dry_run_key(state, pod, pdbs)
-        for i in range(n):
-            info = potential[(offset + i) % n]
-            lowest = self._lowest_priority(info)
-            victims: list[Pod]
-            status: Status | None
-            if lowest is None or lowest >= priority:
-                # What the dry run would find at once, without copying the state.
-                victims, num_violations, status = [], 0, no_victims
-            else:
-                victims, num_violations, status = self._dry_run(state, pod, info, pdbs, clock, key)
-            if status is None and victims:
-                found = non_violating if num_violations == 0 else violating
-                if len(found) < num_candidates:
-                    found.append(Candidate(info.name, Victims(list(victims), num_violations)))
-                if non_violating and len(non_violating) + len(violating) >= num_candidates:
-                    break
-                continue
-            if status is None:
-                status = Status(
-                    Code.ERROR, f'expected at least one victim pod on node "{info.name}"'
-                )
-            if status.code == Code.ERROR:
-                errors.append(status.message)
-            statuses[info.name] = status
+        visited = 0
+        while visited < n:
+            # Without a key each dry run is made as the node's turn comes; with one, the nodes
+            # up to where enough candidates may be found are dry-run together (a node past the
+            # end only has its outcome kept).
+            wanted = num_candidates - len(non_violating) - len(violating)
+            chunk = 1 if key is None else min(n - visited, max(wanted, DRY_RUN_CHUNK_AT_LEAST))
+            nodes = [potential[(offset + visited + j) % n] for j in range(chunk)]
+            visited += chunk
+            for info, outcome in zip(
+                nodes, self._dry_run_nodes(state, pod, nodes, pdbs, clock, key), strict=True
+            ):
+                victims, num_violations, status = outcome
+                if status is None and victims:
+                    found = non_violating if num_violations == 0 else violating
+                    if len(found) < num_candidates:
+                        found.append(Candidate(info.name, Victims(list(victims), num_violations)))
+                    if non_violating and len(non_violating) + len(violating) >= num_candidates:
+                        return non_violating + violating, statuses, errors
+                    continue
+                if status is None:
+                    status = Status(
+                        Code.ERROR, f'expected at least one victim pod on node "{info.name}"'
+                    )
+                if status.code == Code.ERROR:
+                    errors.append(status.message)
+                statuses[info.name] = status
         return non_violating + violating, statuses, errors
 
     def _dry_run_key(
@@ -437,47 +461,68 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
             self._dry_runs_pdbs = list(pdbs)
         return key
 
-    def _dry_run(
+    def _dry_run_nodes(
         self,
         state: CycleState,
         pod: Pod,
-        info: NodeInfo,
+        nodes: Sequence[NodeInfo],
         pdbs: Sequence[PodDisruptionBudget],
         clock: float,
         key: Hashable | None,
-    ) -> tuple[list[Pod], int, Status | None]:
-        """:meth:`select_victims_on_node`, or its outcome on this node for an equal ``key``
-        when the node has the same Node object and pods, and the same pods are nominated there
-        (counted nowhere else), since then. Most nodes are unchanged from one preemptor to the
-        next, and kube-scheduler's dry runs on all of them again dominated a preemption."""
-        if key is None:
-            return self.select_victims_on_node(state.clone(), pod, info, pdbs, clock)
+    ) -> list[_Outcome]:
+        """:meth:`select_victims_on_node` on each of ``nodes``, in order. With a ``key``
+        (:meth:`_dry_run_key`), a node's earlier outcome for an equal key stands while the node
+        has the same Node object and pods and the same pods are nominated there (counted
+        nowhere else): most nodes are unchanged from one preemptor to the next, and
+        kube-scheduler's dry runs on all of them again dominated a preemption. The others are
+        dry-run together (:meth:`_select_victims_on_nodes`)."""
+        priority = pod_priority(pod)
+        out: list[_Outcome | None] = []
+        fresh: list[tuple[int, NodeInfo, _DryRun]] = []
         handle, uid = self.handle, pod.metadata.uid
-        nominated = tuple(handle.nominated_pods_for_node(info.name))
-        if any(pi.uid == uid for pi in nominated):
-            # Its own nomination does not count for the pod itself, for other pods it does.
-            return self.select_victims_on_node(state.clone(), pod, info, pdbs, clock)
-        where = tuple(handle.snapshot.node_of_pod(pi.uid) for pi in nominated)
-        content = info.contents()
-        kept = self._dry_runs.get(info.name)
-        if (
-            kept is not None
-            and kept.key == key
-            and kept.content == content
-            and kept.nominated == nominated
-            and kept.where == where
-        ):
-            return kept.outcome
-        outcome = self.select_victims_on_node(state.clone(), pod, info, pdbs, clock)
-        status = outcome[2]
-        # Victims are ordered by start time, pods not started yet counting as started now:
-        # the order would change if a start time were still to come.
-        started = max((pod_start_time(pi.pod, -math.inf) for pi in info.pods.values()), default=0)
-        if (status is None or status.code != Code.ERROR) and started < clock:
-            if len(self._dry_runs) > 2 * len(handle.snapshot):
-                self._dry_runs.clear()
-            self._dry_runs[info.name] = _DryRun(key, content, nominated, where, outcome)
-        return outcome
+        for info in nodes:
+            lowest = self._lowest_priority(info)
+            if lowest is None or lowest >= priority:
+                # What the dry run would find at once, without copying the state.
+                out.append(([], 0, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_NO_VICTIMS)))
+                continue
+            if key is None:
+                out.append(self.select_victims_on_node(state.clone(), pod, info, pdbs, clock))
+                continue
+            nominated = tuple(handle.nominated_pods_for_node(info.name))
+            if any(pi.uid == uid for pi in nominated):
+                # Its own nomination does not count for the pod itself, for other pods it does.
+                out.append(self.select_victims_on_node(state.clone(), pod, info, pdbs, clock))
+                continue
+            where = tuple(handle.snapshot.node_of_pod(pi.uid) for pi in nominated)
+            deps = _DryRun(key, info.contents(), nominated, where)
+            kept = self._dry_runs.get(info.name)
+            if kept is not None and kept[0] == deps:
+                out.append(kept[1])
+                continue
+            fresh.append((len(out), info, deps))
+            out.append(None)
+        if len(fresh) == 1:
+            at, info, _ = fresh[0]
+            out[at] = self.select_victims_on_node(state.clone(), pod, info, pdbs, clock)
+        elif fresh:
+            outcomes = self._select_victims_on_nodes(state, pod, [f[1] for f in fresh], pdbs, clock)
+            for (at, _, _), outcome in zip(fresh, outcomes, strict=True):
+                out[at] = outcome
+        if len(self._dry_runs) > 2 * len(handle.snapshot):
+            self._dry_runs.clear()
+        for at, info, deps in fresh:
+            made = out[at]
+            assert made is not None
+            status = made[2]
+            # Victims are ordered by start time, pods not started yet counting as started now:
+            # the order would change if a start time were still to come.
+            started = max(
+                (pod_start_time(pi.pod, -math.inf) for pi in info.pods.values()), default=0
+            )
+            if (status is None or status.code != Code.ERROR) and started < clock:
+                self._dry_runs[info.name] = deps, made
+        return [o for o in out if o is not None]
 
     def select_victims_on_node(
         self,
@@ -519,12 +564,7 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
                 if status is not None:
                     return [], 0, status
 
-                def cmp(a: PodInfo, b: PodInfo) -> int:
-                    if self.more_important_pod(a.pod, b.pod, clock):
-                        return -1
-                    return 1 if self.more_important_pod(b.pod, a.pod, clock) else 0
-
-                key = functools.cmp_to_key(cmp)
+                key = self._importance(clock)
                 potential.sort(key=key)
                 violating, non_violating = filter_pods_with_pdb_violation(potential, pdbs)
                 victims: list[PodInfo] = []
@@ -545,6 +585,75 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
                 return [pi.pod for pi in victims], num_violating, None
         except _DryRunError as e:
             return [], 0, e.status
+
+    def _select_victims_on_nodes(
+        self,
+        state: CycleState,
+        pod: Pod,
+        nodes: Sequence[NodeInfo],
+        pdbs: Sequence[PodDisruptionBudget],
+        clock: float,
+    ) -> list[_Outcome]:
+        """:meth:`select_victims_on_node` on each of ``nodes`` at once, when their verdicts
+        cannot affect each other (:meth:`_dry_run_key` gave a key: no PreFilter extension is
+        active). The same steps, each over all the nodes: every potential victim taken off, one
+        Filter pass; then the k-th victim of each node put back, one pass, and taken off again
+        where the pod no longer fits. A node's steps read that node alone, so its victims are
+        those of its own dry run."""
+        handle = self.handle
+        out: list[_Outcome | None] = [None] * len(nodes)
+        key = self._importance(clock)
+        with handle.snapshot.trials(nodes) as trials:
+            walks: list[_Reprieves] = []
+            for i, (info, trial) in enumerate(zip(nodes, trials, strict=True)):
+                potential = [
+                    pi for pi in info.pods.values() if self.is_preemption_allowed(info, pi, pod)
+                ]
+                if not potential:
+                    out[i] = [], 0, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_NO_VICTIMS)
+                    continue
+                for pi in potential:
+                    trial.remove_pod(pi)
+                walks.append(_Reprieves(i, trial, potential))
+            verdicts = handle.run_filter_plugins_with_nominated_pods_together(
+                state, pod, [w.trial.node for w in walks]
+            )
+            for w, status in zip(walks, verdicts, strict=True):
+                if status is not None:
+                    out[w.at] = [], 0, status
+                    continue
+                w.potential.sort(key=key)
+                violating, non_violating = filter_pods_with_pdb_violation(w.potential, pdbs)
+                w.order, w.violating = violating + non_violating, len(violating)
+            walks = [w for w in walks if out[w.at] is None]
+            step = 0
+            while group := [w for w in walks if step < len(w.order)]:
+                for w in group:
+                    w.trial.add_pod(w.order[step])
+                verdicts = handle.run_filter_plugins_with_nominated_pods_together(
+                    state, pod, [w.trial.node for w in group]
+                )
+                for w, status in zip(group, verdicts, strict=True):
+                    if status is not None:
+                        w.trial.remove_pod(w.order[step])
+                        w.victims.append(w.order[step])
+                        w.violations += step < w.violating
+                step += 1
+            for w in walks:
+                if w.violating and w.violating < len(w.order):
+                    w.victims.sort(key=key)
+                out[w.at] = [pi.pod for pi in w.victims], w.violations, None
+        return [o for o in out if o is not None]
+
+    def _importance(self, clock: float) -> Callable[[PodInfo], Any]:
+        """A sort key putting the more important pods first (:meth:`more_important_pod`)."""
+
+        def cmp(a: PodInfo, b: PodInfo) -> int:
+            if self.more_important_pod(a.pod, b.pod, clock):
+                return -1
+            return 1 if self.more_important_pod(b.pod, a.pod, clock) else 0
+
+        return functools.cmp_to_key(cmp)
 
     def _lowest_priority(self, info: NodeInfo) -> int | None:
         """The lowest priority among the node's pods (``None`` without pods), kept until the

@@ -1222,6 +1222,19 @@ class _CountingDryRuns:
             return inner(state, p, info, pdbs, now)
 
         plugin.select_victims_on_node = counted  # type: ignore[method-assign]
+        together = plugin._select_victims_on_nodes
+
+        def counted_together(
+            state: CycleState,
+            p: Pod,
+            nodes: Sequence[NodeInfo],
+            pdbs: Sequence[PodDisruptionBudget],
+            now: float,
+        ) -> list[tuple[list[Pod], int, Status | None]]:
+            self.nodes += [info.name for info in nodes]
+            return together(state, p, nodes, pdbs, now)
+
+        plugin._select_victims_on_nodes = counted_together  # type: ignore[method-assign]
 
     def taken(self) -> list[str]:
         out, self.nodes = sorted(self.nodes), []
@@ -1290,3 +1303,61 @@ def test_dry_runs_are_made_each_time_when_an_earlier_one_may_not_stand(why: str)
     for name in ("p1", "p2"):
         env.dry_run(pod(name, priority=HIGH, res=MEDIUM))
         assert counted.taken() == ["node1", "node2", "node3"]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_nodes_dry_run_together_find_each_nodes_own_victims(seed: int) -> None:
+    """Dry runs of many nodes at once (one Filter pass per step over all of them) give each
+    node the victims, PDB violations and statuses of its own dry run, and leave every node as
+    it was; nominated pods, budgets, start times and pod limits vary at random."""
+    rng = random.Random(seed)
+    sizes = [SMALL, MEDIUM, LARGE, VERY_LARGE]
+    nodes = [node(f"n{i}", rng.choice(sizes[1:]), pods=str(rng.randint(2, 6))) for i in range(40)]
+    pods = []
+    for i in range(160):
+        n = rng.randrange(len(nodes))
+        pods.append(
+            pod(
+                f"p{i}",
+                priority=rng.choice([LOW, MID, HIGH]),
+                res=rng.choice([SMALL, MEDIUM]),
+                node_name=f"n{n}",
+                labels={"app": rng.choice("xyz")},
+                start=rng.choice([None, *EPOCH[:3]]),
+            )
+        )
+    env = Env(nodes, pods, pdbs=[pdb({"app": "x"}, rng.randint(0, 2)), pdb({"app": "y"}, 0)])
+    for i in range(0, 40, 3):
+        env.nominator.pods[f"n{i}"] = [
+            PodInfo.of(pod(f"nom{i}", priority=rng.choice([MID, VERY_HIGH]), res=SMALL))
+        ]
+    preemptor = pod("preemptor", priority=HIGH, res=rng.choice(sizes))
+    state = env.state_for(preemptor)
+    infos = sorted(env.snapshot.node_infos(), key=lambda i: i.name)
+    before = [(i.contents(), env.snapshot.table.requested[i.slot].tolist()) for i in infos]
+    passes = 0
+    inner = env.fw._vectorized_verdicts
+
+    def counted(*args: Any) -> Any:
+        nonlocal passes
+        passes += 1
+        return inner(*args)
+
+    env.fw._vectorized_verdicts = counted  # type: ignore[method-assign]
+    clock = 10.0
+    together = env.plugin._select_victims_on_nodes(state, preemptor, infos, env.pdbs, clock)
+    assert passes > 0
+    assert [(i.contents(), env.snapshot.table.requested[i.slot].tolist()) for i in infos] == before
+    alone = [
+        env.plugin.select_victims_on_node(state.clone(), preemptor, i, env.pdbs, clock)
+        for i in infos
+    ]
+
+    def named(o: tuple[list[Pod], int, Status | None]) -> Any:
+        victims, violations, status = o
+        said = None if status is None else (status.code, status.reasons)
+        return [v.metadata.name for v in victims], violations, said
+
+    assert [named(o) for o in together] == [named(o) for o in alone]
+    assert any(o[0] for o in alone)
+    assert any(o[2] is not None for o in alone)
