@@ -35,10 +35,21 @@ class PodInfo:
 
     @classmethod
     def of(cls, pod: Pod) -> PodInfo:
-        non_zero = pod_requests(pod, non_missing=True)
+        requests = pod_requests(pod)
+        spec = pod.spec
+        # Counting a missing cpu or memory request as 100m / 200Mi changes nothing when every
+        # container sets both: the usual pod, read once.
+        non_zero = (
+            requests
+            if all(
+                CPU in c.resources.requests and MEMORY in c.resources.requests
+                for c in (*spec.containers, *spec.init_containers)
+            )
+            else pod_requests(pod, non_missing=True)
+        )
         return cls(
             pod=pod,
-            requests=pod_requests(pod),
+            requests=requests,
             non_zero_cpu=non_zero.get(CPU, 0),
             non_zero_memory=non_zero.get(MEMORY, 0),
             host_ports=host_ports(pod),

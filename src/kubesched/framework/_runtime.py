@@ -585,16 +585,18 @@ class Framework:
             ]
         elif work:
             verdicts += self._with_nominated_verdicts(state, pod, key, work)
-        by_status: dict[int, tuple[Status, list[int]]] = {}
+        # Grouped by value: kept verdicts of nodes judged in different passes are equal
+        # statuses in distinct objects, and one group per node would cost each cycle.
+        by_status: dict[Status, list[int]] = {}
         for info, status in verdicts:
             if status is None:
                 continue
             if status.code == Code.ERROR:
                 raise FilterError(status.plugin, status)
-            by_status.setdefault(id(status), (status, []))[1].append(info.slot)
+            by_status.setdefault(status, []).append(info.slot)
         if not by_status:
             return slots
-        for status, failed in by_status.values():
+        for status, failed in by_status.items():
             diagnosis.add(NodeGroup(np.array(failed, dtype=np.int64), status))
             among[failed] = False
         return slots[among[slots]]

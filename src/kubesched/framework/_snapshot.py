@@ -334,12 +334,19 @@ class NodeTrial:
 
     def remove_pod(self, pod: PodInfo) -> None:
         """Stop counting ``pod`` (which must be counted on this node)."""
-        if pod.uid not in self.node.pods:
-            raise ValueError(f"pod {pod.key} is not counted on node {self.node.name}")
-        self.node.remove_pod(pod.uid)
+        self.remove_pods((pod,))
+
+    def remove_pods(self, pods: Iterable[PodInfo]) -> None:
+        """Stop counting each of ``pods`` (each must be counted on this node); the table row
+        follows once."""
+        node = self.node
+        for pod in pods:
+            if pod.uid not in node.pods:
+                raise ValueError(f"pod {pod.key} is not counted on node {node.name}")
+            node.remove_pod(pod.uid)
+            self._journal.append((False, pod))
         if self._rows:
-            self._snapshot._sync_pods_row(self.node)
-        self._journal.append((False, pod))
+            self._snapshot._sync_pods_row(node)
 
     def add_pod(self, pod: PodInfo) -> None:
         """Count ``pod`` on this node (it must not be counted anywhere else)."""

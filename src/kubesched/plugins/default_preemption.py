@@ -612,8 +612,7 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
                 if not potential:
                     out[i] = [], 0, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_NO_VICTIMS)
                     continue
-                for pi in potential:
-                    trial.remove_pod(pi)
+                trial.remove_pods(potential)
                 walks.append(_Reprieves(i, trial, potential))
             verdicts = handle.run_filter_plugins_with_nominated_pods_together(
                 state, pod, [w.trial.node for w in walks]
