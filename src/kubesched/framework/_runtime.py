@@ -111,6 +111,16 @@ class _Verdict:
     stamp: Hashable
     uids: tuple[str, ...]
     status: Status | None
+    #: The NodeInfo and its generation then: while both are the same, so is the content
+    #: (a trial since changes the generation, not the content: the content then tells).
+    info: NodeInfo
+    generation: int
+
+    def same_node(self, info: NodeInfo) -> bool:
+        """Whether ``info`` has the content it had when the verdict was made."""
+        return (
+            self.info is info and self.generation == info.generation
+        ) or self.content == info.contents()
 
 
 #: A node to judge with its nominated pods counted: the node, those pods, and the stamp and
@@ -553,7 +563,7 @@ class Framework:
         def keepable(uids: tuple[str, ...]) -> bool:
             # A verdict stands by its nominated pods' UIDs only while none of them is the pod
             # judged or counted on a node (``_Verdict``).
-            return uid not in uids and all(counted(u) is None for u in uids)
+            return uid not in uids and not any(map(counted, uids))
 
         verdicts: list[tuple[NodeInfo, Status | None]] = []
         work: list[_NominatedWork] = []
@@ -569,7 +579,7 @@ class Framework:
                 and kept.priority == priority
                 and kept.stamp == stamp
                 and keepable(kept.uids)
-                and kept.content == info.contents()
+                and kept.same_node(info)
             ):
                 verdicts.append((info, kept.status))
                 continue
@@ -641,7 +651,7 @@ class Framework:
             if kept_by is not None and (status is None or status.code != Code.ERROR):
                 stamp, uids = kept_by
                 kept_verdicts[info.name] = _Verdict(
-                    key, info.contents(), priority, stamp, uids, status
+                    key, info.contents(), priority, stamp, uids, status, info, info.generation
                 )
             out.append((info, status))
         return out

@@ -725,3 +725,32 @@ def test_a_kept_verdict_needs_no_lookup_of_the_nominated_pods_while_they_are_the
     s.add_pod(PodInfo.of(big), "n2")
     assert fit(pod("g", 10)) == {"n0", "n1"}
     assert nominator.looked == ["n1"]
+
+
+def test_a_kept_verdict_is_judged_again_on_a_node_deleted_and_added_anew() -> None:
+    """A node deleted and added again has a new NodeInfo whose generation may equal the old
+    one's: the verdict kept for the old one does not stand for it."""
+    s, fw = counted_framework(3)
+    nominator = Nominator()
+    fw.set_pod_nominator(nominator)
+    nominator.nominate(make_pod("nom", memory="1Gi", priority=10), "n0")
+    p = make_pod("p", memory="512Mi", priority=10)
+
+    def fit() -> set[str]:
+        feasible, _ = fw.find_nodes_that_fit(CycleState(), p)
+        return {s.table.names[slot] for slot in feasible.slots.tolist()}
+
+    assert fit() == {"n0", "n1", "n2"}
+    before = s.get("n0")
+    assert before is not None
+    kept_at = before.generation
+    s.remove_node("n0")
+    smaller = make_node("n0", cpu="2", memory="1Gi")
+    s.set_node(smaller)
+    after = s.get("n0")
+    assert after is not None
+    assert after is not before
+    while after.generation < kept_at:
+        s.set_node(smaller)
+    assert after.generation == kept_at  # only the identity tells them apart
+    assert fit() == {"n1", "n2"}
