@@ -245,6 +245,7 @@ class Framework:
         if not points.get("bind"):
             raise ProfileError("at least one bind plugin is needed")
         self.pre_enqueue_plugins = self._of(PreEnqueuePlugin, "preEnqueue")
+        self._pre_enqueue_by_name = {p.name: p for p in self.pre_enqueue_plugins}
         self.queue_sort = self._of(QueueSortPlugin, "queueSort")[0]
         self.pre_filter_plugins = self._of(PreFilterPlugin, "preFilter")
         self.filter_plugins = self._of(FilterPlugin, "filter")
@@ -437,15 +438,13 @@ class Framework:
     def run_pre_enqueue(self, pod: Pod, gating: str = "") -> Status | None:
         """PreEnqueue plugins in order, the one ``gating`` the pod so far first
         (``runPreEnqueuePlugins``): the first rejection."""
-        plugins = self.pre_enqueue_plugins
-        for p in plugins:
-            if p.name == gating:
-                s = p.pre_enqueue(pod)
-                if s is not None and s.code != Code.SUCCESS:
-                    return s.with_plugin(p.name)
-                break
-        for p in plugins:
-            if p.name == gating:
+        first = self._pre_enqueue_by_name.get(gating) if gating else None
+        if first is not None:
+            s = first.pre_enqueue(pod)
+            if s is not None and s.code != Code.SUCCESS:
+                return s.with_plugin(first.name)
+        for p in self.pre_enqueue_plugins:
+            if p is first:
                 continue
             s = p.pre_enqueue(pod)
             if s is not None and s.code != Code.SUCCESS:

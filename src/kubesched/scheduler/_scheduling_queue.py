@@ -75,6 +75,25 @@ _NOT_ACTIVE = (BACKOFF, UNSCHEDULABLE, GATED)
 _PRE_ENQUEUE = "PreEnqueue"
 #: What a rejecting plugin that registered no events is taken to have registered.
 _ALL_EVENTS: tuple[ClusterEventWithHint, ...] = (ClusterEventWithHint(EVENT_WILDCARD),)
+_SKIP = QueueingHint.SKIP
+
+
+class _Matches(dict[str, tuple[ClusterEventWithHint, ...]]):
+    """Of one incoming event: plugin -> its registrations the event matches, found when first
+    asked."""
+
+    def __init__(self, hints: Mapping[str, tuple[ClusterEventWithHint, ...]], event: ClusterEvent):
+        super().__init__()
+        self._hints = hints
+        self._event = event
+        self.wildcard = is_wildcard(event)
+
+    def __missing__(self, plugin: str) -> tuple[ClusterEventWithHint, ...]:
+        event = self._event
+        registered = self._hints.get(plugin, _ALL_EVENTS)
+        hit = self[plugin] = tuple(e for e in registered if event_matches(e.event, event))
+        return hit
+
 
 #: The moves' labels (``scheduler_queue_incoming_pods_total{event}``) that are no cluster event's.
 _UNSCHEDULED_POD_ADD = event_label(EVENT_UNSCHEDULED_POD_ADD)
@@ -153,9 +172,9 @@ class SchedulingQueue:
         }
         self._registered = {e.event for events in self._hints.values() for e in events}
         self._interest: dict[ClusterEvent, bool] = {}
-        #: (plugin, incoming event) -> the plugin's registrations matching it: events reach
-        #: every waiting pod, and most reach thousands alike.
-        self._matches: dict[tuple[str, ClusterEvent], tuple[ClusterEventWithHint, ...]] = {}
+        #: Incoming event -> each plugin's registrations matching it: events reach every
+        #: waiting pod, and most reach thousands alike.
+        self._matches: dict[ClusterEvent, _Matches] = {}
         self._max_in_unschedulable = pod_max_in_unschedulable_pods_duration
         self._clock = clock
         self._metric = pending_pods_metric
@@ -371,7 +390,7 @@ class SchedulingQueue:
         """
         if self._of_interest(event):
             pods = self._unschedulable_pods.reachable(
-                lambda gate: bool(self._matching(gate, event))
+                lambda gate: bool(self._matching(event)[gate])
             )
         else:
             # No registered event matches: only pods that any event moves.
@@ -690,14 +709,15 @@ class SchedulingQueue:
         """``movePodsToActiveOrBackoffQueue`` for pods currently in unschedulablePods."""
         label = ""  # the event's label, once a pod moves (most events move none)
         waiting, location = self._unschedulable_pods, self._location
+        matching = self._matching(event)
         for qpi in list(pods):
-            uid = qpi.pod.metadata.uid
+            uid = qpi.pod_info.pod.metadata.uid
             if location.get(uid) is not waiting:
                 continue
-            if qpi.gated_by and not self._matching(qpi.gated_by, event):
+            if qpi.gated_by and not matching[qpi.gated_by]:
                 # Only the gating plugin's events can lift its gate.
                 continue
-            strategy, plugin = self._worth_requeuing(qpi, event, old, new)
+            strategy, plugin = self._worth_requeuing(qpi, event, old, new, matching)
             if strategy == _Strategy.SKIP:
                 continue
             label = label or event_label(event)
@@ -721,18 +741,21 @@ class SchedulingQueue:
 
     # -- internals: hints ----------------------------------------------------------------------
 
-    def _matching(self, plugin: str, event: ClusterEvent) -> tuple[ClusterEventWithHint, ...]:
-        """The events ``plugin`` registered that ``event`` matches (any event, for a plugin
-        that registered none)."""
-        key = (plugin, event)
-        hit = self._matches.get(key)
+    def _matching(self, event: ClusterEvent) -> _Matches:
+        """Each plugin's registered events that ``event`` matches (any event, for a plugin that
+        registered none)."""
+        hit = self._matches.get(event)
         if hit is None:
-            events = self._hints.get(plugin, _ALL_EVENTS)
-            hit = self._matches[key] = tuple(e for e in events if event_matches(e.event, event))
+            hit = self._matches[event] = _Matches(self._hints, event)
         return hit
 
     def _worth_requeuing(
-        self, qpi: QueuedPodInfo, event: ClusterEvent, old: Any, new: Any
+        self,
+        qpi: QueuedPodInfo,
+        event: ClusterEvent,
+        old: Any,
+        new: Any,
+        matching: _Matches | None = None,
     ) -> tuple[_Strategy, str]:
         """``isPodWorthRequeuing``: what ``event`` means for a pod rejected by some plugins, and
         the plugin whose hint decided it (``""`` if none did).
@@ -747,7 +770,9 @@ class SchedulingQueue:
         if not rejectors:
             return _Strategy.AFTER_BACKOFF, ""
         pod = qpi.pod_info.pod
-        if is_wildcard(event):
+        if matching is None:
+            matching = self._matching(event)
+        if matching.wildcard:
             # A wildcard event carrying a pod is meant for that pod only (ForceActivate).
             if new is not None and (
                 not isinstance(new, Pod) or new.metadata.uid != pod.metadata.uid
@@ -755,13 +780,12 @@ class SchedulingQueue:
                 return _Strategy.SKIP, ""
             return _Strategy.AFTER_BACKOFF, ""
         strategy, by = _Strategy.SKIP, ""
-        matching = self._matching
         for plugin in rejectors:
-            for registered in matching(plugin, event):
+            for registered in matching[plugin]:
                 hint = registered.hint
                 if hint is not None:
                     try:
-                        skip = hint(pod, old, new) == QueueingHint.SKIP
+                        skip = hint(pod, old, new) is _SKIP
                     except Exception:
                         log.exception(
                             "QueueingHintFn of %s failed for pod %s; requeueing", plugin, pod.key
