@@ -166,6 +166,11 @@ class Handle(Protocol):
         """``PodNominator``: the pods preemption nominated to ``node_name``."""
         ...
 
+    def nominations_stamp(self, node_name: str) -> Hashable:
+        """``PodNominator.nominations_stamp``: changes whenever the pods nominated to
+        ``node_name`` (or their versions) change."""
+        ...
+
     def activate(self, pods: Iterable[Pod]) -> None:
         """Move these pods to the active queue, if they wait in the scheduling queue."""
         ...

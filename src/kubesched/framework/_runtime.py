@@ -334,6 +334,9 @@ class Framework:
             return list(self._snapshot.objects.list(kind))
         return list(lister())
 
+    def nominations_stamp(self, node_name: str) -> Hashable:
+        return None if self._nominator is None else self._nominator.nominations_stamp(node_name)
+
     def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]:
         if self._nominator is None:
             return []

@@ -204,12 +204,28 @@ _Outcome = tuple[list[Pod], int, Status | None]
 
 @dataclass(slots=True, frozen=True)
 class _DryRun:
-    """What a dry run's outcome on a node depended on: equal, the outcome stands."""
+    """What a dry run's outcome on a node depended on: the key, the node's content, the
+    nominator's stamp of the node with the UIDs of the pods nominated there and where each is
+    counted (none is the preemptor)."""
 
     key: Hashable
     content: tuple[Node | PodInfo | None, ...]
-    nominated: tuple[PodInfo, ...]
+    stamp: Hashable
+    uids: tuple[str, ...]
     where: tuple[str | None, ...]
+
+    def stands(
+        self, key: Hashable, info: NodeInfo, stamp: Hashable, uid: str, handle: Handle
+    ) -> bool:
+        """Whether the outcome stands for preemptor ``uid`` with ``key`` on ``info`` now."""
+        node_of_pod = handle.snapshot.node_of_pod
+        return (
+            self.stamp == stamp
+            and self.key == key
+            and uid not in self.uids
+            and self.where == tuple(map(node_of_pod, self.uids))
+            and self.content == info.contents()
+        )
 
 
 @dataclass(slots=True)
@@ -489,18 +505,18 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
             if key is None:
                 out.append(self.select_victims_on_node(state.clone(), pod, info, pdbs, clock))
                 continue
-            nominated = tuple(handle.nominated_pods_for_node(info.name))
-            if any(pi.uid == uid for pi in nominated):
+            stamp = handle.nominations_stamp(info.name)
+            kept = self._dry_runs.get(info.name)
+            if kept is not None and kept[0].stands(key, info, stamp, uid, handle):
+                out.append(kept[1])
+                continue
+            uids = tuple(pi.uid for pi in handle.nominated_pods_for_node(info.name))
+            if uid in uids:
                 # Its own nomination does not count for the pod itself, for other pods it does.
                 out.append(self.select_victims_on_node(state.clone(), pod, info, pdbs, clock))
                 continue
-            where = tuple(handle.snapshot.node_of_pod(pi.uid) for pi in nominated)
-            deps = _DryRun(key, info.contents(), nominated, where)
-            kept = self._dry_runs.get(info.name)
-            if kept is not None and kept[0] == deps:
-                out.append(kept[1])
-                continue
-            fresh.append((len(out), info, deps))
+            where = tuple(map(handle.snapshot.node_of_pod, uids))
+            fresh.append((len(out), info, _DryRun(key, info.contents(), stamp, uids, where)))
             out.append(None)
         if len(fresh) == 1:
             at, info, _ = fresh[0]

@@ -1282,6 +1282,22 @@ def test_a_dry_run_stands_for_the_next_on_a_node_unchanged_since() -> None:
     assert counted.taken() == ["node1", "node2", "node3"]
 
 
+def test_a_dry_run_is_made_again_once_a_pod_nominated_there_counts_on_a_node() -> None:
+    """A pod nominated to a node and then counted on a node (bound, its nomination not yet
+    cleared) no longer counts there as nominated: the node's kept dry run does not stand."""
+    env = _three_nodes()
+    counted = _CountingDryRuns(env.plugin)
+    nominated = PodInfo.of(pod("nom", priority=VERY_HIGH, res=SMALL))
+    env.nominator.pods["node2"] = [nominated]
+    env.dry_run(pod("p1", priority=HIGH, res=MEDIUM))
+    assert counted.taken() == ["node1", "node2", "node3"]
+    env.dry_run(pod("p2", priority=HIGH, res=MEDIUM))
+    assert counted.taken() == []
+    env.snapshot.add_pod(nominated, "node3")
+    env.dry_run(pod("p3", priority=HIGH, res=MEDIUM))
+    assert counted.taken() == ["node2", "node3"]
+
+
 class _Customized(DefaultPreemption):
     def more_important_pod(self, a: Pod, b: Pod, now: float) -> bool:
         return a.metadata.name < b.metadata.name
