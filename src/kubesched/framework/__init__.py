@@ -68,7 +68,14 @@ from kubesched.framework._metrics import (
     Metrics,
     exponential_buckets,
 )
-from kubesched.framework._node_info import HostPort, NodeInfo, PodInfo, host_ports, ports_conflict
+from kubesched.framework._node_info import (
+    HostPort,
+    NodeContent,
+    NodeInfo,
+    PodInfo,
+    host_ports,
+    ports_conflict,
+)
 from kubesched.framework._pods import AffinityClass, PodGroup, PodTable
 from kubesched.framework._profile import build_frameworks, plugin_args_types
 from kubesched.framework._registry import ENTRY_POINT_GROUP, Registry, RegistryError
@@ -122,6 +129,7 @@ __all__ = [
     "LoopHistogram",
     "Metrics",
     "NoNodesAvailableError",
+    "NodeContent",
     "NodeGroup",
     "NodeInfo",
     "NodeStatuses",

@@ -136,3 +136,24 @@ class NodeInfo:
             else:
                 self.used_ports = {p for i in self.pods.values() for p in i.host_ports}
         self.generation += 1
+
+
+@dataclass(slots=True, frozen=True, eq=False)
+class NodeContent:
+    """A node as a verdict on it found it: that verdict still holds while the node has the same
+    content. The same NodeInfo at the same :attr:`~NodeInfo.generation` has; after a trial that
+    changed the node and undid it (a new generation), its :meth:`~NodeInfo.contents` tell."""
+
+    info: NodeInfo
+    generation: int
+    contents: tuple[Node | PodInfo | None, ...]
+
+    @classmethod
+    def of(cls, info: NodeInfo) -> NodeContent:
+        return cls(info, info.generation, info.contents())
+
+    def holds(self, info: NodeInfo) -> bool:
+        """Whether ``info`` has the content seen then."""
+        return (
+            self.info is info and self.generation == info.generation
+        ) or self.contents == info.contents()

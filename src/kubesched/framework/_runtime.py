@@ -18,7 +18,7 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-from kubesched.api import Node, Pod
+from kubesched.api import Pod
 from kubesched.config import format_duration
 from kubesched.framework._cycle_state import CycleState
 from kubesched.framework._diagnosis import Diagnosis, FitError, NodeGroup
@@ -68,7 +68,7 @@ from kubesched.framework._interface import (
     watched_kinds,
 )
 from kubesched.framework._metrics import Metrics
-from kubesched.framework._node_info import NodeInfo, PodInfo
+from kubesched.framework._node_info import NodeContent, NodeInfo, PodInfo
 from kubesched.framework._registry import Registry
 from kubesched.framework._scoring import Fresh, ScorePlan, score_in_order
 from kubesched.framework._snapshot import NodeTrial, Snapshot
@@ -106,21 +106,11 @@ class _Verdict:
     pods being looked up again."""
 
     key: Hashable
-    content: tuple[Node | PodInfo | None, ...]
+    node: NodeContent
     priority: int
     stamp: Hashable
     uids: tuple[str, ...]
     status: Status | None
-    #: The NodeInfo and its generation then: while both are the same, so is the content
-    #: (a trial since changes the generation, not the content: the content then tells).
-    info: NodeInfo
-    generation: int
-
-    def same_node(self, info: NodeInfo) -> bool:
-        """Whether ``info`` has the content it had when the verdict was made."""
-        return (
-            self.info is info and self.generation == info.generation
-        ) or self.content == info.contents()
 
 
 #: A node to judge with its nominated pods counted: the node, those pods, and the stamp and
@@ -581,7 +571,7 @@ class Framework:
                 and kept.priority == priority
                 and kept.stamp == stamp
                 and keepable(kept.uids)
-                and kept.same_node(info)
+                and kept.node.holds(info)
             ):
                 verdicts.append((info, kept.status))
                 continue
@@ -653,7 +643,7 @@ class Framework:
             if kept_by is not None and (status is None or status.code != Code.ERROR):
                 stamp, uids = kept_by
                 kept_verdicts[info.name] = _Verdict(
-                    key, info.contents(), priority, stamp, uids, status, info, info.generation
+                    key, NodeContent.of(info), priority, stamp, uids, status
                 )
             out.append((info, status))
         return out

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from kubesched.api import Node, Pod, PodDisruptionBudget, label_selector_matches
+from kubesched.api import Pod, PodDisruptionBudget, label_selector_matches
 from kubesched.config import DefaultPreemptionArgs, decode_args
 from kubesched.framework import (
     ActionType,
@@ -33,6 +33,7 @@ from kubesched.framework import (
     EnqueueExtensions,
     FitError,
     Handle,
+    NodeContent,
     NodeGroup,
     NodeInfo,
     NodeTrial,
@@ -209,7 +210,7 @@ class _DryRun:
     counted (none is the preemptor)."""
 
     key: Hashable
-    content: tuple[Node | PodInfo | None, ...]
+    node: NodeContent
     stamp: Hashable
     uids: tuple[str, ...]
     where: tuple[str | None, ...]
@@ -224,7 +225,7 @@ class _DryRun:
             and self.key == key
             and uid not in self.uids
             and self.where == tuple(map(node_of_pod, self.uids))
-            and self.content == info.contents()
+            and self.node.holds(info)
         )
 
 
@@ -516,7 +517,7 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
                 out.append(self.select_victims_on_node(state.clone(), pod, info, pdbs, clock))
                 continue
             where = tuple(map(handle.snapshot.node_of_pod, uids))
-            fresh.append((len(out), info, _DryRun(key, info.contents(), stamp, uids, where)))
+            fresh.append((len(out), info, _DryRun(key, NodeContent.of(info), stamp, uids, where)))
             out.append(None)
         if len(fresh) == 1:
             at, info, _ = fresh[0]
