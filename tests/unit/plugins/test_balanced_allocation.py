@@ -320,6 +320,21 @@ def test_vectorized_over_a_subset_of_slots() -> None:
     assert vec.dtype == np.int64
 
 
+def test_vectorized_over_most_slots_in_any_order() -> None:
+    # Most of the rows: computed over all of them in place, the slots' scores picked after.
+    rng = random.Random(11)
+    for _ in range(20):
+        snap = random_cluster(rng, rng.randint(30, 60))
+        p = plugin(snap, rng.sample(NAMES, rng.randint(1, len(NAMES))))
+        slots = snap.present_slots().tolist()
+        kept = rng.sample(slots, len(slots) - rng.randint(0, 2))
+        subset = Nodes(snap, np.array(kept, dtype=np.int64))
+        incoming = req_pod(random_requests(rng, 1.0))
+        state = CycleState()
+        vec, _ = p.score_nodes(state, incoming, subset)
+        assert vec.tolist() == [p.score(state, incoming, i)[0] for i in subset.infos()]
+
+
 def test_kept_scores_follow_every_change_of_the_snapshot() -> None:
     rng = random.Random(17)
     for _ in range(12):

@@ -1722,6 +1722,26 @@ def test_vectorized_filter_over_a_subset_of_slots() -> None:
     assert scores.tolist() == [p.score(state, incoming, i)[0] for i in subset.infos()]
 
 
+def test_vectorized_over_most_slots_in_any_order() -> None:
+    # Most of the rows: computed over all of them in place, the slots' results picked after.
+    rng = random.Random(12)
+    for _ in range(20):
+        snap = random_cluster(rng, rng.randint(30, 60))
+        p = plugin(snap, random_args(rng))
+        incoming = random_pod(rng)
+        state = CycleState()
+        all_nodes = Nodes(snap, snap.present_slots())
+        p.pre_filter(state, incoming, all_nodes)
+        slots = all_nodes.slots.tolist()
+        kept = rng.sample(slots, len(slots) - rng.randint(0, 2))
+        subset = Nodes(snap, np.array(kept, dtype=np.int64))
+        verdict = p.filter_nodes(state, incoming, subset)
+        want = [p.filter(state, incoming, info) for info in subset.infos()]
+        assert [verdict.statuses[i] for i in verdict.ids.tolist()] == want
+        scores, _ = p.score_nodes(state, incoming, subset)
+        assert scores.tolist() == [p.score(state, incoming, i)[0] for i in subset.infos()]
+
+
 def test_filter_per_node_on_node_info_directly() -> None:
     info = NodeInfo(name="x", slot=0, allocatable={"cpu": 1000, "memory": 100, "pods": 2})
     info.add_pod(PodInfo.of(req_pod({"cpu": "600m"})))

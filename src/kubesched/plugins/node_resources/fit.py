@@ -65,10 +65,12 @@ from kubesched.plugins.node_resources._allocation import (
     FEW_ROWS,
     Scratch,
     WeightedResource,
-    gather_rows,
+    covering_rows,
     node_lists,
+    picked,
     pod_request_list,
     requested_to_capacity_ratio_score,
+    rows_of,
     shape_lut,
     strategy_scores,
     weighted_score,
@@ -317,8 +319,9 @@ class NodeResourcesFit(
 
     def _bits(self, t: NodeTable, checks: tuple[_Check, ...], slots: IntArray) -> IntArray:
         """The failure bits of each node of ``slots`` (0: the pod fits)."""
-        alloc = gather_rows(t.allocatable, slots, self._scratch, "allocatable rows")
-        used = gather_rows(t.requested, slots, self._scratch, "requested rows")
+        covered = covering_rows(slots)
+        alloc = rows_of(t.allocatable, slots, covered, self._scratch, "allocatable rows")
+        used = rows_of(t.requested, slots, covered, self._scratch, "requested rows")
         pods_col = t.resource_index[PODS]
         # Bit 0: "pods on the node + 1 > allocatable pods".
         code: IntArray = (used[:, pods_col] >= alloc[:, pods_col]).astype(np.int64)
@@ -328,7 +331,7 @@ class NodeResourcesFit(
             if col is None:
                 # No node has ever offered or used it: 0 allocatable everywhere.
                 code |= 1 << k
-                unresolvable = np.ones(len(slots), dtype=np.bool_)
+                unresolvable = np.ones(len(code), dtype=np.bool_)
                 continue
             a = alloc[:, col]
             lacking = a - used[:, col] < c.amount
@@ -338,7 +341,7 @@ class NodeResourcesFit(
                 unresolvable = over if unresolvable is None else unresolvable | over
         if unresolvable is not None:
             code |= unresolvable.astype(np.int64) << (len(checks) + 1)
-        return code
+        return picked(code, slots, covered)
 
     def _intern(self, s: PreFilterState, code: IntArray, nbits: int) -> NodeStatuses:
         if nbits < 12:
