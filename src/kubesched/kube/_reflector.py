@@ -229,11 +229,13 @@ def _describe(meta: _PeekMeta) -> str:
 
 @contextlib.contextmanager
 def _gc_paused() -> Iterator[None]:
-    """No garbage collection while a large list decodes.
+    """No garbage collection while a large list decodes, or while its objects are handed out.
 
     Decoding allocates many container objects at once, which triggers collections that
     traverse everything already stored; a 5,000-pod list decodes 2-3x faster without them.
-    Nothing else runs meanwhile (the decode does not await).
+    Handing out a list's objects is the same: the scheduler's cache builds several objects per
+    pod, and at 25,000 pods the collections were a sixth of the start-up's CPU. Nothing else
+    runs meanwhile (neither the decode nor a handler awaits).
     """
     enabled = gc.isenabled()
     gc.disable()
@@ -522,12 +524,13 @@ class Reflector(Generic[T]):
     def _replace(self, items: Iterable[T]) -> None:
         fresh, diff = reconcile(self.store._items, items)
         self.store._items = fresh
-        for old in diff.deleted:
-            self._emit_delete(old)
-        for new in diff.added:
-            self._emit_add(new)
-        for old, new in diff.updated:
-            self._emit_update(old, new)
+        with _gc_paused():
+            for old in diff.deleted:
+                self._emit_delete(old)
+            for new in diff.added:
+                self._emit_add(new)
+            for old, new in diff.updated:
+                self._emit_update(old, new)
         if self.relists or diff.deleted or diff.updated:
             log.info(
                 "%s: listed %d objects: %d added, %d updated, %d deleted",

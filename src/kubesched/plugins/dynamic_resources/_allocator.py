@@ -45,11 +45,6 @@ from kubesched.api import (
     ResourceClaim,
     ResourceSlice,
 )
-from kubesched.plugins.dynamic_resources._cel import (
-    CELError,
-    compile_selector,
-    device_variable,
-)
 from kubesched.plugins.dynamic_resources._pools import Pool, gather_pools, slice_reaches
 
 #: ``(driver, pool, device)``.
@@ -255,6 +250,14 @@ class Allocator:
         hit = self._matches.get(key)
         if hit is not None:
             return hit
+        # CEL (celpy and its parser, a twentieth of a second) loads with the first selector
+        # asked about, not with every command that imports the plugin.
+        from kubesched.plugins.dynamic_resources._cel import (  # noqa: PLC0415
+            CELError,
+            compile_selector,
+            device_variable,
+        )
+
         claim = self.claims[claim_index]
         variable = None
         ok = True
