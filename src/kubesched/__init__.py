@@ -6,4 +6,11 @@ standalone scheduler (``kubesched run``), the scheduler extender (``kubesched ex
 simulator (``kubesched simulate``).
 """
 
+import os
+
+# numpy's OpenBLAS starts a thread per core at import, and its threads spin after each call.
+# kubesched's arrays are a few thousand values, one cycle at a time: the threads only took CPU
+# from the API server beside it (docs/dependencies.md). A value set by the user stands.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 __version__ = "0.1.0"
