@@ -13,4 +13,7 @@ import os
 # from the API server beside it (docs/dependencies.md). A value set by the user stands.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
+from kubesched._errors import KubeschedError
+
+__all__ = ["KubeschedError", "__version__"]
 __version__ = "0.1.0"

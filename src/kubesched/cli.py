@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from kubesched import __version__
+from kubesched import KubeschedError, __version__
 
 if TYPE_CHECKING:
     from kubesched.config import KubeSchedulerConfiguration
@@ -41,7 +41,18 @@ def _progress(message: str) -> None:
     click.echo(message, err=True)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    """The command group: an error of kubesched's that no command turned into a message of its
+    own ends the command with its text (``Error: ...``, exit status 1), not a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KubeschedError as err:
+            raise click.ClickException(str(err)) from err
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="kubesched")
 def main() -> None:
     """kubesched: kube-scheduler's framework and plugins in Python."""

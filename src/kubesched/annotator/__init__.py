@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from kubesched import KubeschedError
 from kubesched.api import Node, ObjectList
 from kubesched.kube import APIClient, APIError, KubeConfigError, api_path
 from kubesched.plugins.network_traffic import (
@@ -44,7 +45,7 @@ _CONCURRENCY = 16
 _MAX_POINTS = 11000
 
 
-class AnnotatorError(Exception):
+class AnnotatorError(KubeschedError):
     """A round that could not run at all: Prometheus or the cluster unreachable."""
 
 

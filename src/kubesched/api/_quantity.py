@@ -12,6 +12,8 @@ from fractions import Fraction
 from functools import lru_cache
 from math import ceil
 
+from kubesched import KubeschedError
+
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {
     "n": Fraction(1, 10**9),
@@ -31,7 +33,7 @@ _QUANTITY = re.compile(
 )
 
 
-class QuantityError(ValueError):
+class QuantityError(KubeschedError, ValueError):
     """A string that is not a Kubernetes quantity."""
 
 

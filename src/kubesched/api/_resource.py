@@ -14,6 +14,7 @@ from typing import Any
 
 import msgspec
 
+from kubesched import KubeschedError
 from kubesched.api._objects import NodeSelector, ObjectMeta, Pod
 
 GROUP = "resource.k8s.io"
@@ -248,7 +249,7 @@ class ResourceClaimTemplate(_Obj, kw_only=True):
 # --- the resourceclaim package's rules ------------------------------------------------------------
 
 
-class ClaimNameError(Exception):
+class ClaimNameError(KubeschedError):
     """A pod's claim whose ResourceClaim cannot be named (yet)."""
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from kubesched import KubeschedError
 
-class BenchError(Exception):
+
+class BenchError(KubeschedError):
     """A run could not be set up or carried out."""
 
 

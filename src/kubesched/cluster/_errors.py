@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from kubesched import KubeschedError
 
-class ClusterError(Exception):
+
+class ClusterError(KubeschedError):
     """Something about the local control plane went wrong; the message says what to do."""
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from kubesched import KubeschedError
+
 _NANOS_PER_UNIT: dict[str, int] = {
     "ns": 1,
     "us": 1_000,
@@ -26,7 +28,7 @@ _NANOS_PER_UNIT: dict[str, int] = {
 _MAX_NANOS = 2**63 - 1  # time.Duration is an int64 count of nanoseconds
 
 
-class DurationError(ValueError):
+class DurationError(KubeschedError, ValueError):
     """A string that is not a Go duration; the message matches Go's ``time.ParseDuration``."""
 
 

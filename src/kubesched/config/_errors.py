@@ -17,6 +17,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
+from kubesched import KubeschedError
 from kubesched.config._duration import Seconds
 
 
@@ -107,7 +108,7 @@ def index(path: str, i: int) -> str:
     return f"{path}[{i}]"
 
 
-class ConfigError(Exception):
+class ConfigError(KubeschedError):
     """A configuration that cannot be used, with every problem found in it.
 
     ``errors`` holds :class:`FieldError` values, each a ``(path, message)`` pair; ``source`` names

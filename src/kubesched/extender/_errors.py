@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from kubesched import KubeschedError
 
-class ExtenderError(Exception):
+
+class ExtenderError(KubeschedError):
     """The root of the extender's errors."""

@@ -8,10 +8,11 @@ attempt, and the pod is tried again after its backoff.
 
 from __future__ import annotations
 
+from kubesched import KubeschedError
 from kubesched.framework._status import Status
 
 
-class FrameworkError(Exception):
+class FrameworkError(KubeschedError):
     """The root of the framework's errors."""
 
 

@@ -21,8 +21,10 @@ from pathlib import Path
 from typing import Any, Final, Literal, TypeAlias, TypeVar, overload
 
 import msgspec
+import yaml
 
 import kubesched
+from kubesched import KubeschedError
 from kubesched.kube._credentials import Credentials, run_exec_plugin
 from kubesched.kube._errors import APIConnectionError, error_from_response
 from kubesched.kube._http1 import ConnectionPool, Proxy, TransportError
@@ -110,7 +112,7 @@ def api_path(
     return "/".join(parts)
 
 
-class KubeConfigError(Exception):
+class KubeConfigError(KubeschedError):
     """No usable cluster configuration was found, or it could not be read."""
 
 
@@ -127,23 +129,36 @@ def load_kubeconfig(
     from lightkube.config.kubeconfig import KubeConfig  # noqa: PLC0415  (import is slow)
     from lightkube.core.exceptions import ConfigError  # noqa: PLC0415
 
+    source = "the in-cluster service account"
     try:
         if kubeconfig is not None:
+            source = os.fspath(kubeconfig)
             config = KubeConfig.from_file(kubeconfig)
         elif env := os.environ.get("KUBECONFIG"):
             paths = [p for p in env.split(os.pathsep) if p]
             existing = [p for p in paths if Path(p).expanduser().is_file()]
-            config = KubeConfig.from_file(existing[0] if existing else paths[0])
+            source = existing[0] if existing else paths[0]
+            config = KubeConfig.from_file(source)
         elif (
             os.environ.get("KUBERNETES_SERVICE_HOST")
             and Path(SERVICE_ACCOUNT_DIR, "token").is_file()
         ):
             config = KubeConfig.from_service_account(SERVICE_ACCOUNT_DIR)
         else:
-            config = KubeConfig.from_file("~/.kube/config")
+            source = "~/.kube/config"
+            config = KubeConfig.from_file(source)
         return config.get(context)
+    except yaml.YAMLError as exc:
+        raise KubeConfigError(
+            f"cannot load cluster configuration: {source}: not YAML: {exc}"
+        ) from exc
+    except AttributeError as exc:
+        # lightkube reads the top level as a mapping.
+        raise KubeConfigError(
+            f"cannot load cluster configuration: {source}: not a kubeconfig (no mapping)"
+        ) from exc
     except (ConfigError, KeyError, OSError, TypeError, ValueError) as exc:
-        raise KubeConfigError(f"cannot load cluster configuration: {exc}") from exc
+        raise KubeConfigError(f"cannot load cluster configuration: {source}: {exc}") from exc
 
 
 class APIClient:

@@ -21,6 +21,8 @@ from typing import ClassVar, TypeVar
 
 import msgspec
 
+from kubesched import KubeschedError
+
 __all__ = [
     "APIConnectionError",
     "APIError",
@@ -83,7 +85,7 @@ class Status(msgspec.Struct, rename="camel", omit_defaults=True):
 _status_decoder = msgspec.json.Decoder(Status)
 
 
-class APIError(Exception):
+class APIError(KubeschedError):
     """A failed API call.
 
     ``status`` is the HTTP status code (0 when no response was received), ``reason`` the

@@ -21,6 +21,7 @@ from typing import Final, NamedTuple
 
 import httptools
 
+from kubesched import KubeschedError
 from kubesched.kube._credentials import Credentials
 
 __all__ = ["BodyStream", "ConnectionPool", "HTTPResponse", "Headers", "Proxy", "TransportError"]
@@ -37,7 +38,7 @@ _REPLAYABLE: Final = frozenset({"GET", "OPTIONS", "TRACE"})
 _FAILURES: Final = (OSError, EOFError, httptools.HttpParserError, httptools.HttpParserUpgrade)
 
 
-class TransportError(Exception):
+class TransportError(KubeschedError):
     """The request could not be sent or its answer not read (it may have been applied)."""
 
 

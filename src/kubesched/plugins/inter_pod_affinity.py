@@ -19,6 +19,7 @@ from typing import Any, Generic, TypeVar
 import msgspec
 import numpy as np
 
+from kubesched import KubeschedError
 from kubesched.api import (
     LabelSelector,
     LabelSelectorRequirement,
@@ -83,7 +84,7 @@ PRE_SCORE_STATE_KEY = "PreScore" + NAME
 # --- label selectors ----------------------------------------------------------------------------
 
 
-class SelectorError(ValueError):
+class SelectorError(KubeschedError, ValueError):
     """A label selector the API would not turn into a ``labels.Selector``."""
 
 

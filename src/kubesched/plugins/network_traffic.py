@@ -31,6 +31,7 @@ import msgspec
 import numpy as np
 from prometheus_client import Counter, Gauge
 
+from kubesched import KubeschedError
 from kubesched.api import Pod
 from kubesched.config import Duration, FieldError, decode_args, format_duration
 from kubesched.framework import (
@@ -85,7 +86,7 @@ DATA_AGE = Gauge(
 # --- a small Prometheus HTTP API client ---------------------------------------------------------
 
 
-class PrometheusError(Exception):
+class PrometheusError(KubeschedError):
     """A query that failed: connection, HTTP status, or an error answer from Prometheus."""
 
 

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from kubesched import KubeschedError
 from kubesched.api import (
     CSINode,
     PersistentVolume,
@@ -150,7 +151,7 @@ def counts_toward_limits(volume: Volume) -> bool:
     )
 
 
-class ClaimNotFoundError(Exception):
+class ClaimNotFoundError(KubeschedError):
     """A claim of the pod being scheduled does not exist."""
 
 

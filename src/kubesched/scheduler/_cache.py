@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
+from kubesched import KubeschedError
 from kubesched.api import Node, Pod
 from kubesched.framework import NodeInfo, PodInfo, Snapshot
 
@@ -30,7 +31,7 @@ log = logging.getLogger(__name__)
 CLEANUP_PERIOD = 1.0
 
 
-class CacheError(Exception):
+class CacheError(KubeschedError):
     """An operation inconsistent with the cache's state (kube-scheduler's cache errors)."""
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from kubesched import KubeschedError
 
-class SimulateError(Exception):
+
+class SimulateError(KubeschedError):
     """Nothing could be simulated; the message says why."""
 
 

@@ -26,6 +26,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from kubesched import KubeschedError
 from kubesched.api import (
     CPU,
     Pod,
@@ -134,7 +135,7 @@ class WhyReport:
         return f"{self.namespace}/{self.name}"
 
 
-class WhyError(Exception):
+class WhyError(KubeschedError):
     """The pod cannot be asked about (not found, or already running)."""
 
 

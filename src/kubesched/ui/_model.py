@@ -13,6 +13,7 @@ from typing import Any
 import msgspec
 import yaml
 
+from kubesched import KubeschedError
 from kubesched.api import CPU, MEMORY, Pod, node_allocatable, pod_requests
 from kubesched.config import (
     ConfigError,
@@ -41,7 +42,7 @@ NO_ZONE = "(no zone)"
 EXPLAINED_KEPT = 16
 
 
-class WhatIfError(Exception):
+class WhatIfError(KubeschedError):
     """A what-if request that cannot run; the message names the field."""
 
 

@@ -296,6 +296,24 @@ def test_missing_kubeconfig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         APIClient.from_kubeconfig(path, context="nope")
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("garbage: [\n", "not YAML"),
+        ("- a\n", "not a kubeconfig"),
+        ("just text\n", "not a kubeconfig"),
+    ],
+)
+def test_a_kubeconfig_that_does_not_read_names_the_file(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    path = tmp_path / "config"
+    path.write_text(text)
+    with pytest.raises(KubeConfigError, match=message) as caught:
+        APIClient.from_kubeconfig(path)
+    assert str(path) in str(caught.value)
+
+
 async def test_repeated_header_fields_reach_the_error() -> None:
     def handler(request: Request) -> Response:
         return Response(

@@ -15,6 +15,7 @@ from datetime import datetime
 
 import numpy as np
 
+from kubesched import KubeschedError
 from kubesched.api import CPU, PODS, QuantityError, quantity_milli_value, quantity_value
 from kubesched.framework import Snapshot
 from kubesched.plugins.coscheduling._api import POD_GROUP_LABEL, Member, PodGroup
@@ -137,7 +138,7 @@ class _Expiring:
         self._until.pop(key, None)
 
 
-class MinResourcesError(ValueError):
+class MinResourcesError(KubeschedError, ValueError):
     """A ``spec.minResources`` quantity that does not parse; the message names the field."""
 
 

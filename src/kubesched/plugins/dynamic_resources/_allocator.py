@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from kubesched import KubeschedError
 from kubesched.api import (
     ALLOCATION_MODE_ALL,
     ALLOCATION_MODE_EXACT_COUNT,
@@ -51,15 +52,15 @@ from kubesched.plugins.dynamic_resources._pools import Pool, gather_pools, slice
 DeviceID = tuple[str, str, str]
 
 
-class AllocationError(Exception):
+class AllocationError(KubeschedError):
     """Something wrong with a claim or class: the pod's attempt ends with this error."""
 
 
-class FailedOnNodeError(Exception):
+class FailedOnNodeError(KubeschedError):
     """``ErrFailedAllocationOnNode``: no allocation on this node, for a reason worth telling."""
 
 
-class AllocationTimeoutError(Exception):
+class AllocationTimeoutError(KubeschedError):
     """The search on one node took longer than the plugin's ``filterTimeout``."""
 
 

@@ -26,13 +26,14 @@ from celpy import celtypes
 from celpy.celparser import CELParseError
 from celpy.evaluation import CELEvalError
 
+from kubesched import KubeschedError
 from kubesched.api import Device, DeviceAttribute, QuantityError, parse_quantity
 
 #: Compiled expressions kept (kube-scheduler keeps the last 10; compiling here costs more).
 CACHE_SIZE = 256
 
 
-class CELError(Exception):
+class CELError(KubeschedError):
     """A selector that does not compile, or fails when evaluated; the message is the detail
     kube-scheduler's allocator puts after "CEL compile error: " or "CEL runtime error: "."""
 

@@ -20,6 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import msgspec
 
+from kubesched import KubeschedError
 from kubesched.framework import APIClient
 
 __all__ = [
@@ -50,7 +51,7 @@ _BACKREF_DOMAIN = "rule."
 _NAME_PREFIX = "kubesched-ic-"
 
 
-class UnsupportedRules(ValueError):  # noqa: N818  (the name says what the caller must handle)
+class UnsupportedRules(KubeschedError, ValueError):  # noqa: N818  (the name says what the caller must handle)
     """A compatibility set that a NodeFeatureGroup cannot express exactly."""
 
 

@@ -21,6 +21,7 @@ from typing import Final
 import msgspec
 import re2  # type: ignore[import-untyped]
 
+from kubesched import KubeschedError
 from kubesched.api import ObjectMeta
 
 __all__ = [
@@ -180,7 +181,7 @@ class GroupRule(msgspec.Struct, rename="camel", omit_defaults=True, dict=True):
     match_any: list[MatchAnyElem] = []
 
 
-class RuleError(ValueError):
+class RuleError(KubeschedError, ValueError):
     """A rule that cannot be evaluated; ``path`` names the offending field."""
 
     def __init__(self, path: str, message: str) -> None:

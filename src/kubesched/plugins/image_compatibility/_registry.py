@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
+from kubesched import KubeschedError
 from kubesched.plugins.image_compatibility._challenge import Challenge, parse_www_authenticate
 from kubesched.plugins.image_compatibility._credentials import Credential, matching_credentials
 from kubesched.plugins.image_compatibility._reference import (
@@ -68,7 +69,7 @@ class Artifact:
     spec: bytes
 
 
-class RegistryError(Exception):
+class RegistryError(KubeschedError):
     """A registry could not answer, and asking again will not help: a refusal after
     authenticating (401, 403), an unknown image (404), an oversized or malformed artifact."""
 

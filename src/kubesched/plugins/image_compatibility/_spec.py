@@ -16,6 +16,7 @@ import msgspec
 import numpy as np
 import yaml
 
+from kubesched import KubeschedError
 from kubesched.plugins.image_compatibility._nfd import (
     CompiledRule,
     Features,
@@ -63,7 +64,7 @@ class CompatibilitySpec(msgspec.Struct, rename="camel", omit_defaults=True, dict
     compatibilities: list[Compatibility] = []
 
 
-class SpecError(ValueError):
+class SpecError(KubeschedError, ValueError):
     """A spec that cannot be used; ``path`` names the field (``compatibilities[0].weight``)."""
 
     def __init__(self, path: str, message: str) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from kubesched import KubeschedError
 from kubesched.api import (
     ANN_BIND_COMPLETED,
     ANN_BOUND_BY_CONTROLLER,
@@ -76,7 +77,7 @@ _NODE_CONFLICT, _BIND_CONFLICT, _PV_NOT_EXIST = 1, 2, 4
 _ERROR_ID = 8
 
 
-class VolumeBindingError(Exception):
+class VolumeBindingError(KubeschedError):
     """An inconsistency that makes the attempt an error (retried with backoff)."""
 
 

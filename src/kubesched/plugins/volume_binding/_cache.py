@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from typing import Generic, TypeVar
 
+from kubesched import KubeschedError
 from kubesched.api import PersistentVolume, PersistentVolumeClaim, persistent_volume_class
 from kubesched.framework import ObjectStore
 
 T = TypeVar("T", PersistentVolume, PersistentVolumeClaim)
 
 
-class AssumeError(Exception):
+class AssumeError(KubeschedError):
     """An object cannot be assumed (it is not in the store)."""
 
 
