@@ -14,9 +14,9 @@ count under their CSI driver where the node's CSINode says the plugin has been m
 of the new pod that does not exist makes the node unresolvable (``looking up PVC ns/name: ...``);
 one of a running pod is not counted.
 
-PreFilter Skips pods without such volumes. Filter looks only at the nodes that report a limit,
-and keeps each node's count of attached volumes until its pods, the CSINode or the storage
-objects change.
+PreFilter Skips pods without such volumes. The vectorized Filter keeps every node's limits and
+attached volumes as arrays (:class:`_Attachments`), brought up to date from what changed; the
+per-node Filter (preemption's dry runs) counts the node it is given.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from kubesched.api import (
 from kubesched.framework import (
     SKIP,
     ActionType,
+    BoolArray,
     ClusterEvent,
     ClusterEventWithHint,
     Code,
@@ -50,6 +51,7 @@ from kubesched.framework import (
     EnqueueExtensions,
     FilterPlugin,
     Handle,
+    IntArray,
     NodeInfo,
     Nodes,
     NodeStatuses,
@@ -88,6 +90,20 @@ _ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.i
 
 CSI_NODE = "storage.k8s.io/CSINode"
 PERSISTENT_VOLUME_CLAIM = "PersistentVolumeClaim"
+
+#: What a node's count was derived from, by kind and key: its CSINode, and each claim (by
+#: ``namespace/name``), volume and storage class its pods' volumes were looked up by.
+CSI_NODE_REF = "CSINode"
+PVC_REF = "PersistentVolumeClaim"
+PV_REF = "PersistentVolume"
+SC_REF = "StorageClass"
+_Ref = tuple[str, str]
+_REF_KINDS: tuple[tuple[type[Any], str], ...] = (
+    (CSINode, CSI_NODE_REF),
+    (PersistentVolumeClaim, PVC_REF),
+    (PersistentVolume, PV_REF),
+    (StorageClass, SC_REF),
+)
 
 
 def csi_attach_limit_key(driver: str) -> str:
@@ -159,6 +175,148 @@ class _VolumeError(Exception):
     """Any other reason the pod's volumes cannot be counted."""
 
 
+class _Attachments:
+    """Each node's limits and attached volumes, kept across cycles for the vectorized Filter.
+
+    Per limit key, the nodes' limits (-1: none) and their counts of attached volumes as arrays
+    over the table's slots, and where each volume is attached. A node is derived again, from
+    its NodeInfo, when its table row changes (its pods or its Node), when its CSINode changes,
+    or when a claim, volume or storage class its pods' volumes were looked up by changes (the
+    object store's change log says which); everything is derived again when a log no longer
+    reaches back, or for another table.
+    """
+
+    def __init__(self, plugin: NodeVolumeLimits, table: object) -> None:
+        self._plugin = plugin
+        #: The table whose slots these are.
+        self.table = table
+        self._version = -1
+        self._store_versions: dict[type[Any], int] = {}
+        self.limit: dict[str, IntArray] = {}
+        self.count: dict[str, IntArray] = {}
+        self.has_limits: BoolArray = np.zeros(0, dtype=np.bool_)
+        #: The node's CSINode's migrated-plugins annotation, as an index into :attr:`migrations`
+        #: (0: none), and a CSINode of each (for looking up the pod's volumes as on that node).
+        self.migration: IntArray = np.zeros(0, dtype=np.int64)
+        self.migrations: list[str] = [""]
+        self.migration_nodes: list[CSINode | None] = [None]
+        #: Volume (``driver/handle``) -> the slots it is attached on.
+        self.where: dict[str, set[int]] = {}
+        #: Slot -> the error looking up its pods' volumes gave.
+        self.errors: dict[int, Status] = {}
+        self._attached: dict[int, dict[str, str]] = {}
+        self._limits: dict[int, dict[str, int]] = {}
+        self._refs: dict[int, set[_Ref]] = {}
+        self._users: dict[_Ref, set[int]] = {}
+
+    def update(self, nodes: Nodes) -> bool:
+        """Bring every slot of the table up to date (``nodes`` is on it); ``False`` when what
+        changed since the last time can no longer be told (build anew then)."""
+        table, snapshot = nodes.table, nodes.snapshot
+        store = snapshot.objects
+        if self._version < 0:
+            dirty: set[int] = set(range(table.capacity))
+        else:
+            rows = table.changed_rows_since(self._version)
+            if rows is None:
+                return False
+            dirty = {*rows[0], *rows[1]}
+            for kind, ref_kind in _REF_KINDS:
+                changes = store.changes(kind, self._store_versions.get(kind, 0))
+                if changes is None:
+                    return False
+                for old, new in changes:
+                    obj = new if new is not None else old
+                    assert obj is not None
+                    meta = obj.metadata
+                    key = f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
+                    dirty.update(self._users.get((ref_kind, key), ()))
+        self._version = table.version
+        self._store_versions = {kind: store.version(kind) for kind, _ in _REF_KINDS}
+        self._grow(table.capacity)
+        present = table.present
+        for slot in sorted(dirty):
+            self._forget(slot)
+            if slot < len(present) and present[slot]:
+                self._derive(slot, snapshot.at(slot))
+        return True
+
+    def positions(self, slots: IntArray) -> IntArray:
+        """Each slot's position in ``slots`` (-1: not there)."""
+        out = np.full(len(self.has_limits), -1, dtype=np.int64)
+        out[slots] = np.arange(len(slots))
+        return out
+
+    def _grow(self, capacity: int) -> None:
+        size = len(self.has_limits)
+        if capacity <= size:
+            return
+        extra = capacity - size
+        self.has_limits = np.concatenate([self.has_limits, np.zeros(extra, dtype=np.bool_)])
+        self.migration = np.concatenate([self.migration, np.zeros(extra, dtype=np.int64)])
+        for k, a in self.limit.items():
+            self.limit[k] = np.concatenate([a, np.full(extra, -1, dtype=np.int64)])
+        for k, a in self.count.items():
+            self.count[k] = np.concatenate([a, np.zeros(extra, dtype=np.int64)])
+
+    def _forget(self, slot: int) -> None:
+        for key in self._limits.pop(slot, {}):
+            self.limit[key][slot] = -1
+        for unique, key in self._attached.pop(slot, {}).items():
+            self.count[key][slot] -= 1
+            where = self.where[unique]
+            where.discard(slot)
+            if not where:
+                del self.where[unique]
+        for ref in self._refs.pop(slot, set()):
+            users = self._users[ref]
+            users.discard(slot)
+            if not users:
+                del self._users[ref]
+        self.errors.pop(slot, None)
+        self.has_limits[slot] = False
+        self.migration[slot] = 0
+
+    def _derive(self, slot: int, info: NodeInfo) -> None:
+        plugin = self._plugin
+        csi_node = plugin.handle.snapshot.objects.get(CSINode, info.name)
+        refs: set[_Ref] = {(CSI_NODE_REF, info.name)}
+        limits = plugin.volume_limits(info, csi_node)
+        attached: dict[str, str] = {}
+        try:
+            attached = plugin.attached_volumes(info, csi_node, refs)
+        except (ClaimNotFoundError, _VolumeError) as e:
+            self.errors[slot] = Status.as_error(e)
+        capacity = len(self.has_limits)
+        for key, value in limits.items():
+            column = self.limit.get(key)
+            if column is None:
+                column = self.limit[key] = np.full(capacity, -1, dtype=np.int64)
+            column[slot] = value
+        for unique, key in attached.items():
+            column = self.count.get(key)
+            if column is None:
+                column = self.count[key] = np.zeros(capacity, dtype=np.int64)
+            column[slot] += 1
+            self.where.setdefault(unique, set()).add(slot)
+        for ref in refs:
+            self._users.setdefault(ref, set()).add(slot)
+        self._limits[slot] = limits
+        self._attached[slot] = attached
+        self._refs[slot] = refs
+        self.has_limits[slot] = bool(limits)
+        migrated = "" if csi_node is None else _migrated(csi_node)
+        if migrated:
+            if migrated not in self.migrations:
+                self.migrations.append(migrated)
+                self.migration_nodes.append(csi_node)
+            self.migration[slot] = self.migrations.index(migrated)
+
+
+def _migrated(csi_node: CSINode) -> str:
+    return csi_node.metadata.annotations.get(MIGRATED_PLUGINS_ANNOTATION, "")
+
+
 class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
     """Keeps pods off nodes where their new CSI volumes would exceed a driver's attach limit."""
 
@@ -168,20 +326,21 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
         super().__init__(handle, args)
         #: Stands in for the unknown volume handle of an unbound claim.
         self._random_prefix = secrets.token_hex(16)
-        #: Node name -> (what the counts depend on, unique volume name -> limit key).
-        self._attached: dict[str, tuple[tuple[Any, ...], dict[str, str]]] = {}
+        self._attachments: _Attachments | None = None
 
     # -- counting ------------------------------------------------------------------------------
 
     def _driver_info(
-        self, csi_node: CSINode | None, pvc: PersistentVolumeClaim
+        self, csi_node: CSINode | None, pvc: PersistentVolumeClaim, refs: set[_Ref] | None
     ) -> tuple[str, str] | None:
         """``getCSIDriverInfo``: the driver and volume handle of a claim's volume."""
         store = self.handle.snapshot.objects
         pv_name = pvc.spec.volume_name
+        if pv_name and refs is not None:
+            refs.add((PV_REF, pv_name))
         pv = store.get(PersistentVolume, pv_name) if pv_name else None
         if pv is None:
-            return self._driver_info_from_class(csi_node, pvc)
+            return self._driver_info_from_class(csi_node, pvc, refs)
         if pv.spec.csi is not None:
             return pv.spec.csi.driver, pv.spec.csi.volume_handle
         in_tree = pv_in_tree(pv)
@@ -190,12 +349,14 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
         return MIGRATED_DRIVERS[in_tree[0]], in_tree[1]
 
     def _driver_info_from_class(
-        self, csi_node: CSINode | None, pvc: PersistentVolumeClaim
+        self, csi_node: CSINode | None, pvc: PersistentVolumeClaim, refs: set[_Ref] | None
     ) -> tuple[str, str] | None:
         """``getCSIDriverInfoFromSC``: an unbound claim counts as a volume of its provisioner."""
         class_name = persistent_volume_claim_class(pvc)
         if not class_name:
             return None
+        if refs is not None:
+            refs.add((SC_REF, class_name))
         sc = self.handle.snapshot.objects.get(StorageClass, class_name)
         if sc is None:
             return None
@@ -208,11 +369,12 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
         return provisioner, handle
 
     def attachable_volumes(
-        self, pod: Pod, csi_node: CSINode | None, *, new_pod: bool
+        self, pod: Pod, csi_node: CSINode | None, *, new_pod: bool, refs: set[_Ref] | None = None
     ) -> dict[str, str]:
         """``filterAttachableVolumes``: ``driver/handle`` -> limit key of each volume of ``pod``
         that counts. Raises :class:`ClaimNotFoundError` for a missing claim of a new pod and
-        :class:`_VolumeError` for an ephemeral claim the pod does not own."""
+        :class:`_VolumeError` for an ephemeral claim the pod does not own. ``refs`` collects
+        the claims, volumes and classes read (present or not)."""
         out: dict[str, str] = {}
         store = self.handle.snapshot.objects
         ns = pod.metadata.namespace
@@ -231,6 +393,8 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
                 continue
             if not claim:
                 raise _VolumeError("PersistentVolumeClaim had no name")
+            if refs is not None:
+                refs.add((PVC_REF, f"{ns}/{claim}"))
             pvc = store.get(PersistentVolumeClaim, claim, ns)
             if pvc is None:
                 if new_pod:
@@ -240,7 +404,7 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
                 continue
             if ephemeral and (err := ephemeral_volume_is_for_pod(pod, pvc)) is not None:
                 raise _VolumeError(err)
-            info = self._driver_info(csi_node, pvc)
+            info = self._driver_info(csi_node, pvc, refs)
             if info is None or not info[0] or not info[1]:
                 continue
             out[f"{info[0]}/{info[1]}"] = csi_attach_limit_key(info[0])
@@ -257,23 +421,14 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
                     out[csi_attach_limit_key(d.name)] = d.allocatable.count
         return out
 
-    def _attached_on(self, node: NodeInfo, csi_node: CSINode | None) -> dict[str, str]:
-        """The volumes the node's pods use, kept until something they depend on changes."""
-        store = self.handle.snapshot.objects
-        key = (
-            node.generation,
-            store.version(CSINode),
-            store.version(PersistentVolumeClaim),
-            store.version(PersistentVolume),
-            store.version(StorageClass),
-        )
-        cached = self._attached.get(node.name)
-        if cached is not None and cached[0] == key:
-            return cached[1]
+    def attached_volumes(
+        self, node: NodeInfo, csi_node: CSINode | None, refs: set[_Ref] | None = None
+    ) -> dict[str, str]:
+        """The volumes the node's pods use (:meth:`attachable_volumes` of each), by
+        ``driver/handle``. Raises :class:`_VolumeError` as that does."""
         attached: dict[str, str] = {}
         for p in node.pods.values():
-            attached.update(self.attachable_volumes(p.pod, csi_node, new_pod=False))
-        self._attached[node.name] = (key, attached)
+            attached.update(self.attachable_volumes(p.pod, csi_node, new_pod=False, refs=refs))
         return attached
 
     # -- PreFilter / Filter --------------------------------------------------------------------
@@ -305,7 +460,7 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
         if not new or not limits:
             return None
         try:
-            attached = self._attached_on(node, csi_node)
+            attached = self.attached_volumes(node, csi_node)
         except (ClaimNotFoundError, _VolumeError) as e:
             return Status.as_error(e)
         attached_count: dict[str, int] = {}
@@ -335,32 +490,67 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
         except _VolumeError as e:
             return NodeStatuses.from_mask(np.ones(n, dtype=np.bool_), Status.as_error(e))
         store = self.handle.snapshot.objects
-        table = nodes.table
         # Nodes without a CSINode can only have limits in their allocatable.
-        any_allocatable = any(k.startswith(ATTACHABLE_VOLUMES_PREFIX) for k in table.resource_index)
-        with_csi_node = store.count(CSINode) > 0
+        if store.count(CSINode) == 0 and not any(
+            k.startswith(ATTACHABLE_VOLUMES_PREFIX) for k in nodes.table.resource_index
+        ):
+            return NodeStatuses.passing(n)
+        kept = self._attachments
+        if kept is None or kept.table is not nodes.table or not kept.update(nodes):
+            kept = self._attachments = _Attachments(self, nodes.table)
+            kept.update(nodes)
+        slots = nodes.slots
+        # Only nodes with a limit are checked (``getVolumeLimits`` empty: no check).
+        checked = kept.has_limits[slots]
+        exceeded = np.zeros(n, dtype=np.bool_)
+        position: IntArray | None = None
+        migration = kept.migration[slots]
+        for m in np.unique(migration).tolist():
+            # The pod's volumes, looked up as on the nodes whose CSINode lists these migrations.
+            new = self.attachable_volumes(pod, kept.migration_nodes[m], new_pod=True)
+            in_group = checked & (migration == m) if len(kept.migrations) > 1 else checked
+            if not new:
+                checked &= ~in_group
+                continue
+            new_count: dict[str, int] = {}
+            for key in new.values():
+                new_count[key] = new_count.get(key, 0) + 1
+            for key, count in new_count.items():
+                limit = kept.limit.get(key)
+                if limit is None:
+                    continue  # no node has this limit
+                # A new volume already attached on a node is not attached there again.
+                needed = np.full(n, count, dtype=np.int64)
+                for unique, k in new.items():
+                    if k != key or unique not in kept.where:
+                        continue
+                    if position is None:
+                        position = kept.positions(slots)
+                    at = position[np.fromiter(kept.where[unique], np.int64)]
+                    needed[at[at >= 0]] -= 1
+                total = needed + kept.count[key][slots] if key in kept.count else needed
+                limits = limit[slots]
+                exceeded |= in_group & (limits >= 0) & (needed > 0) & (total > limits)
         ids = np.zeros(n, dtype=np.int32)
-        if not with_csi_node and not any_allocatable:
-            return NodeStatuses(ids, [None])
-        interned: dict[Status, int] = {}
         statuses: list[Status | None] = [None]
-        names = table.names
-        for i, slot in enumerate(nodes.slots.tolist()):
-            csi_node = store.get(CSINode, names[slot]) if with_csi_node else None
-            if csi_node is None and not any_allocatable:
-                continue
-            info = nodes.snapshot.at(slot)
-            limits = self.volume_limits(info, csi_node)
-            if not limits:
-                continue
-            s = self._check(pod, info, csi_node, limits)
-            if s is None:
-                continue
-            k = interned.get(s)
-            if k is None:
-                k = interned[s] = len(statuses)
-                statuses.append(s)
-            ids[i] = k
+        if exceeded.any():
+            statuses.append(Status(Code.UNSCHEDULABLE, ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED))
+            ids[exceeded] = 1
+        if kept.errors:
+            # Looking up a node's attached volumes failed: an error where the pod brings new
+            # volumes and the node has limits, before any counting.
+            if position is None:
+                position = kept.positions(slots)
+            interned: dict[Status, int] = {}
+            for slot, error in kept.errors.items():
+                i = int(position[slot])
+                if i < 0 or not checked[i]:
+                    continue
+                sid = interned.get(error)
+                if sid is None:
+                    sid = interned[error] = len(statuses)
+                    statuses.append(error)
+                ids[i] = sid
         return NodeStatuses(ids, statuses)
 
     # -- queueing ------------------------------------------------------------------------------

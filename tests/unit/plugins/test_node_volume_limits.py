@@ -499,6 +499,78 @@ def test_vectorized_filter_matches_per_node(seed: int) -> None:
     assert got == [fresh.filter(state, pod, info) for info in everything.infos()]
 
 
+def test_kept_counts_follow_every_change() -> None:
+    # One plugin keeps its counts through random changes to the pods, nodes, CSINodes, claims,
+    # volumes and classes; after each, its vectorized Filter equals a fresh per-node one.
+    seen: set[Code | None] = set()
+    for seed in range(20):
+        seen |= _kept_counts_run(random.Random(seed))
+    # The data reached passing nodes, exceeded limits and nodes whose pods' volumes fail.
+    assert seen == {None, Code.UNSCHEDULABLE, Code.ERROR}
+
+
+def _kept_counts_run(rng: random.Random) -> set[Code | None]:
+    drivers = [EBS, GCE, AWS_IN_TREE]
+    claims = [f"csi-{d}-{k}" for d in drivers for k in range(5)] + ["csi-4", "csi-5", "csi-6"]
+    names = [f"n{i}" for i in range(8)]
+    snapshot = cluster([node(name) for name in names], fixtures(drivers))
+    plugin = NodeVolumeLimits(handle(snapshot))
+    counted: list[tuple[str, str]] = []  # (uid, node)
+
+    def random_csi_node(name: str) -> CSINode:
+        migrated = [AWS_IN_TREE] if rng.random() < 0.5 else []
+        return csi_node(name, {d: rng.randint(0, 3) for d in (EBS, GCE)}, migrated=migrated)
+
+    seen: set[Code | None] = set()
+    for step in range(40):
+        change = rng.randrange(7)
+        if change == 0 or not counted:
+            where = rng.choice(names)
+            if snapshot.get(where) is not None:
+                pod = claim_pod(f"r{step}", *rng.sample(claims, rng.randint(1, 2)), node_name=where)
+                if rng.random() < 0.1:
+                    pod = claim_pod(f"r{step}", "", node_name=where)  # no claim name: an error
+                info = PodInfo.of(pod)
+                snapshot.add_pod(info, where)
+                counted.append((info.uid, where))
+        elif change == 1:
+            uid, _ = counted.pop(rng.randrange(len(counted)))
+            snapshot.remove_pod(uid)
+        elif change == 2:
+            snapshot.objects.set(random_csi_node(rng.choice(names)))
+        elif change == 3:
+            name = rng.choice(claims[:15])
+            snapshot.objects.set(pvc(name, None, bound_to=rng.choice(claims[:15])))
+        elif change == 4:
+            snapshot.objects.set(
+                storage_class(SC, provisioner=rng.choice([EBS, GCE, AWS_IN_TREE, "other"]))
+            )
+        elif change == 5:
+            name = rng.choice(names)
+            limit = {csi_attach_limit_key(EBS): str(rng.randint(0, 3))}
+            snapshot.set_node(node(name, extra=limit if rng.random() < 0.5 else {}))
+        else:
+            name = rng.choice(names)
+            if snapshot.get(name) is not None and rng.random() < 0.5:
+                snapshot.remove_node(name)
+                counted = [(u, n) for u, n in counted if n != name]
+            else:
+                snapshot.objects.delete(CSINode, name)
+        pod = claim_pod("p", *rng.sample(claims, rng.randint(1, 3)))
+        if rng.random() < 0.2:
+            pod = INLINE
+        state = CycleState()
+        everything = Nodes(snapshot, snapshot.present_slots())
+        plugin.pre_filter(state, pod, everything)
+        verdict = plugin.filter_nodes(state, pod, everything)
+        got = [verdict.statuses[i] for i in verdict.ids.tolist()]
+        fresh = NodeVolumeLimits(handle(snapshot))
+        want = [fresh.filter(state, pod, info) for info in everything.infos()]
+        assert got == want, step
+        seen.update(None if s is None else s.code for s in want)
+    return seen
+
+
 def test_cached_counts_follow_the_node_and_the_storage_objects() -> None:
     n, csi = limits_node("csinode", 2, [EBS])
     assert csi is not None
