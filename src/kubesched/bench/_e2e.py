@@ -55,7 +55,7 @@ from kubesched.bench._progress import Progress, Silent
 from kubesched.bench._retry import APIUnavailableError, patiently
 from kubesched.bench._stats import Summary, percentile, throughput_series
 from kubesched.bench._workloads import CHURN_RECREATE, Churn, Workload
-from kubesched.kube import AlreadyExists, APIClient, NotFound
+from kubesched.kube import AlreadyExists, APIClient, NotFound, api_path
 
 #: The schedulers measured; ``binder`` decides nothing (the API server's ceiling: hack/binder,
 #: a Go program on client-go that binds round-robin and writes kube-scheduler's event).
@@ -77,6 +77,7 @@ CLIENT_BURST = 5000
 #: Connections the benchmark creates objects on, one request in flight on each. More do not
 #: create faster here (the API server is the limit) and take API server time from the scheduler.
 CREATE_CONCURRENCY = 16
+_MERGE_PATCH = "application/merge-patch+json"
 THROUGHPUT_INTERVAL = 1.0
 #: Measured pods created while the scheduler runs, as fast as the API server takes them.
 ARRIVAL_RATE = "rate"
@@ -303,6 +304,50 @@ async def _explain_stall(
     await patiently(lambda: client.get(f"/api/v1/namespaces/{NAMESPACE}"), what=what, within=within)
 
 
+async def _create_volumes(
+    creator: FastClient,
+    shape: Workload,
+    pods: Sequence[str],
+    namespaces: Sequence[str],
+    *,
+    within: float,
+) -> list[str]:
+    """Each pod's PersistentVolume and claim, bound to each other, as
+    ``CreatePodWithPersistentVolume`` makes them: the claim, its status, the volume, its
+    status (a create sets no status). The errors of those the API server turned away."""
+    encoder = msgspec.json.Encoder()
+    made = [shape.make_volume(p, ns) for p, ns in zip(pods, namespaces, strict=True)]
+    claims = [api_path("persistentvolumeclaims", namespace=ns) for ns in namespaces]
+    claim_status = [
+        api_path(
+            "persistentvolumeclaims", namespace=ns, name=c["metadata"]["name"], subresource="status"
+        )
+        for ns, (_, c) in zip(namespaces, made, strict=True)
+    ]
+    volume_status = [
+        api_path("persistentvolumes", name=v["metadata"]["name"], subresource="status")
+        for v, _ in made
+    ]
+    bound = [b'{"status":{"phase":"Bound"}}'] * len(made)
+    errors: list[str] = []
+    for method, paths, bodies in (
+        ("POST", claims, [encoder.encode(c) for _, c in made]),
+        ("PATCH", claim_status, bound),
+        ("POST", api_path("persistentvolumes"), [encoder.encode(v) for v, _ in made]),
+        ("PATCH", volume_status, bound),
+    ):
+        errors += await creator.send_all(
+            method,
+            paths,
+            bodies,
+            what=f"creating {len(pods)} volumes and claims",
+            within=within,
+            content_type=_MERGE_PATCH if method == "PATCH" else "application/json",
+            connections=CREATE_CONCURRENCY,
+        )
+    return errors
+
+
 async def _create_namespace(client: APIClient, body: dict[str, Any]) -> None:
     # A retried create whose first attempt went through finds its namespace there.
     with contextlib.suppress(AlreadyExists):
@@ -404,7 +449,7 @@ async def _measure(
     running: _Running,
 ) -> E2EResult:
     from kubesched import cluster as control_plane  # noqa: PLC0415
-    from kubesched.kube import Reflector, api_path  # noqa: PLC0415
+    from kubesched.kube import Reflector  # noqa: PLC0415
 
     info = control_plane.info(cluster)
     if info is None:
@@ -437,6 +482,20 @@ async def _measure(
             on_done=bar.update,
         )
         bar.close()
+        if shape.csi_node is not None:
+            make_csi_node = shape.csi_node
+            errors += await creator.create_all(
+                "/apis/storage.k8s.io/v1/csinodes",
+                [encoder.encode(make_csi_node(shape.node_name(i))) for i in range(nodes)],
+                what=f"creating {nodes} CSINodes",
+                within=within,
+                connections=CREATE_CONCURRENCY,
+            )
+
+        async def create_volumes(pods: Sequence[str], namespaces: Sequence[str]) -> None:
+            nonlocal errors
+            progress.note(f"[{which}] creating {len(pods)} volumes and claims")
+            errors += await _create_volumes(creator, shape, pods, namespaces, within=within)
 
         times = running.times = _PodTimes()
         pods_path = api_path("pods", namespace=NAMESPACE)
@@ -483,8 +542,10 @@ async def _measure(
 
         init_names = [f"init-{i:05d}" for i in range(init_pods)]
         if init_names:
-            bar = progress.bar(f"[{which}] creating init pods", init_pods)
             namespaces = [shape.init_namespace(i, NAMESPACE) for i in range(init_pods)]
+            if shape.has_volume(init=True):
+                await create_volumes(init_names, namespaces)
+            bar = progress.bar(f"[{which}] creating init pods", init_pods)
             bodies = [
                 encoder.encode(shape.make_init_pod(i, name, namespace))
                 for i, (name, namespace) in enumerate(zip(init_names, namespaces, strict=True))
@@ -518,6 +579,10 @@ async def _measure(
             encoder.encode(shape.make_pod(init_pods + i, name, NAMESPACE))
             for i, name in enumerate(names)
         ]
+        if shape.has_volume(init=False):
+            # Before the measured phase in either arrival: upstream creates each pod's volume
+            # just before the pod; here the volumes' writes stay out of the measured window.
+            await create_volumes(names, [NAMESPACE] * len(names))
         created_at: list[float] = []
 
         async def create() -> None:

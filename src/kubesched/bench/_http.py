@@ -49,11 +49,35 @@ class FastClient:
         on_done: Callable[[int], None] | None = None,
     ) -> list[str]:
         """POST every body to ``path`` (or each to its own, ``path[i]``: objects of several
-        namespaces) over ``connections`` connections at once; an object that already exists
-        counts as created. The errors of bodies the API server turned away
-        (invalid, forbidden ...). A body refused as busy (429, 5xx) or not answered is sent
-        again with backoff; after ``within`` seconds of that, :class:`APIUnavailableError`
-        (naming ``what``) ends the whole call."""
+        namespaces); an object that already exists counts as created. See :meth:`send_all`."""
+        return await self.send_all(
+            "POST",
+            path,
+            bodies,
+            what=what,
+            within=within,
+            connections=connections,
+            on_done=on_done,
+        )
+
+    async def send_all(
+        self,
+        method: str,
+        path: str | Sequence[str],
+        bodies: Sequence[bytes],
+        *,
+        what: str,
+        within: float,
+        content_type: str = "application/json",
+        connections: int = 64,
+        on_done: Callable[[int], None] | None = None,
+    ) -> list[str]:
+        """Send every body to ``path`` (or each to its own, ``path[i]``) with ``method``, over
+        ``connections`` connections at once. The errors of bodies the API server turned away
+        (invalid, forbidden ...; a POST of an object that already exists is no error). A body
+        refused as busy (429, 5xx) or not answered is sent again with backoff; after
+        ``within`` seconds of that, :class:`APIUnavailableError` (naming ``what``) ends the
+        whole call."""
         if not isinstance(path, str) and len(path) != len(bodies):
             raise ValueError(f"{len(path)} paths for {len(bodies)} bodies")
         errors: list[str] = []
@@ -74,7 +98,7 @@ class FastClient:
                 body = bodies[position]
                 to = path if isinstance(path, str) else path[position]
                 position += 1
-                error = await self._create(pool, to, body, what, within)
+                error = await self._send(pool, method, to, body, content_type, what, within)
                 if error is not None:
                     errors.append(error)
                 done += 1
@@ -92,23 +116,33 @@ class FastClient:
             await pool.aclose()
         return errors
 
-    async def _create(
-        self, pool: ConnectionPool, path: str, body: bytes, what: str, within: float
+    async def _send(
+        self,
+        pool: ConnectionPool,
+        method: str,
+        path: str,
+        body: bytes,
+        content_type: str,
+        what: str,
+        within: float,
     ) -> str | None:
         deadline = time.monotonic() + within
         waits = backoff()
         last = ""
+        done = (200, 201, 202, ALREADY_EXISTS) if method == "POST" else (200, 201, 202)
         while (left := deadline - time.monotonic()) > 0:
             try:
-                response = await pool.request("POST", path, body=body, timeout=left)
+                response = await pool.request(
+                    method, path, body=body, content_type=content_type, timeout=left
+                )
             except TransportError as e:
                 if time.monotonic() >= deadline:
                     break  # cut off by the deadline: no answer, not a refusal
-                last = f"POST {path}: {type(e).__name__}: {e}"
+                last = f"{method} {path}: {type(e).__name__}: {e}"
             else:
-                if response.status in (200, 201, 202, ALREADY_EXISTS):
+                if response.status in done:
                     return None
-                error = f"POST {path}: {HTTPError(response.status, response.body)}"
+                error = f"{method} {path}: {HTTPError(response.status, response.body)}"
                 if response.status not in RETRY_STATUSES:
                     return error
                 last = error

@@ -361,6 +361,99 @@ def node_with_name(name: str) -> Json:
     return node
 
 
+#: The CSI driver of scheduler_perf's volume workloads, its attach limit on each node
+#: (``nodeAllocatableStrategy``), and the in-tree plugin migrated to it.
+EBS_CSI_DRIVER = "ebs.csi.aws.com"
+EBS_ATTACH_LIMIT = 39
+AWS_EBS_IN_TREE = "kubernetes.io/aws-ebs"
+
+
+def pod_with_secret_volume(name: str, namespace: str) -> Json:
+    """``pod-with-secret-volume.yaml``: ``pod-default`` mounting Secret ``secret`` (which need
+    not exist for scheduling)."""
+    pod = pod_default(name, namespace)
+    pod["spec"]["volumes"] = [{"name": "secret", "secret": {"secretName": "secret"}}]
+    return pod
+
+
+def node_with_attach_limit(index: int, name: str) -> Json:
+    """``node-default`` with the EBS CSI driver's attach limit in its allocatable
+    (``nodeAllocatable`` of the volume workloads' ``nodeAllocatableStrategy``)."""
+    node = node_default(name)
+    node["status"]["allocatable"][f"attachable-volumes-csi-{EBS_CSI_DRIVER}"] = str(
+        EBS_ATTACH_LIMIT
+    )
+    return node
+
+
+def csi_node(name: str, migrated: tuple[str, ...] = ()) -> Json:
+    """The CSINode of node ``name``: the EBS driver and its attach limit
+    (``csiNodeAllocatable``), the in-tree plugins ``migrated`` in its annotation."""
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "CSINode",
+        "metadata": {
+            "name": name,
+            "annotations": {"storage.alpha.kubernetes.io/migrated-plugins": ",".join(migrated)},
+        },
+        "spec": {
+            "drivers": [
+                {
+                    "name": EBS_CSI_DRIVER,
+                    "nodeID": name,
+                    "allocatable": {"count": EBS_ATTACH_LIMIT},
+                }
+            ]
+        },
+    }
+
+
+def _migrated_csi_node(name: str) -> Json:
+    return csi_node(name, (AWS_EBS_IN_TREE,))
+
+
+def pv_csi(name: str) -> Json:
+    """``pv-csi.yaml``: 1Gi ReadOnlyMany of the EBS CSI driver, its handle the volume's name."""
+    return _pv(name, {"csi": {"driver": EBS_CSI_DRIVER, "volumeHandle": name}})
+
+
+def pv_aws(name: str) -> Json:
+    """``pv-aws.yaml``: 1Gi ReadOnlyMany in-tree AWS EBS, its volume id the volume's name."""
+    return _pv(name, {"awsElasticBlockStore": {"volumeID": name}})
+
+
+def _pv(name: str, source: Json) -> Json:
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name},
+        "spec": {
+            "accessModes": ["ReadOnlyMany"],
+            "capacity": {"storage": "1Gi"},
+            "persistentVolumeReclaimPolicy": "Retain",
+            **source,
+        },
+    }
+
+
+def pvc(name: str, namespace: str, volume: str) -> Json:
+    """``pvc.yaml``, bound to PersistentVolume ``volume`` (``bind-completed``)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "annotations": {"pv.kubernetes.io/bind-completed": "true"},
+        },
+        "spec": {
+            "accessModes": ["ReadOnlyMany"],
+            "resources": {"requests": {"storage": "1Gi"}},
+            "volumeName": volume,
+        },
+    }
+
+
 def node_mixed(index: int, name: str) -> Json:
     """A ``node-default`` in zone ``zone<index % 3 + 1>``; every fifth one dedicated to batch
     pods (label and ``NoSchedule`` taint)."""
@@ -524,6 +617,14 @@ class Workload:
     #: pods' one (``createPodSets``); every namespace of the run is then
     #: ``namespace-with-labels``, as upstream's ``init-ns-*`` and ``measure-ns-0``.
     init_namespaces: int = 0
+    #: The CSINode each node gets, from the node's name, if any.
+    csi_node: Callable[[str], Json] | None = None
+    #: A PersistentVolume of its own for each measured pod, from the volume's name, bound to a
+    #: claim of its own that the pod mounts, both created (and marked Bound) before the pod
+    #: (``persistentVolumeTemplatePath`` with ``pvc.yaml``).
+    volume: Callable[[str], Json] | None = None
+    #: Whether the init pods get one too.
+    init_volumes: bool = True
 
     def sizes(
         self,
@@ -548,10 +649,39 @@ class Workload:
         return self.node(index, self.node_name(index))
 
     def make_pod(self, index: int, name: str, namespace: str) -> Json:
-        return self.pod(index, name, namespace)
+        return self._mounting(self.pod(index, name, namespace), self.has_volume(init=False))
 
     def make_init_pod(self, index: int, name: str, namespace: str) -> Json:
-        return (self.init_pod or self.pod)(index, name, namespace)
+        pod = (self.init_pod or self.pod)(index, name, namespace)
+        return self._mounting(pod, self.has_volume(init=True))
+
+    def has_volume(self, *, init: bool) -> bool:
+        """Whether measured (or init) pods get a volume of their own."""
+        return self.volume is not None and (self.init_volumes or not init)
+
+    def make_volume(self, pod_name: str, namespace: str) -> tuple[Json, Json]:
+        """The PersistentVolume and the claim bound to it of pod ``pod_name``
+        (``CreatePodWithPersistentVolume``: each bound to the other)."""
+        assert self.volume is not None
+        claim = _claim_name(pod_name)
+        pv = self.volume(f"{namespace}-vol-{pod_name}")
+        pv["spec"]["claimRef"] = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "namespace": namespace,
+            "name": claim,
+        }
+        return pv, pvc(claim, namespace, pv["metadata"]["name"])
+
+    @staticmethod
+    def _mounting(pod: Json, volume: bool) -> Json:
+        """``pod`` with its claim as its one volume, when it has one."""
+        if volume:
+            claim = _claim_name(pod["metadata"]["name"])
+            pod["spec"]["volumes"] = [
+                {"name": "vol", "persistentVolumeClaim": {"claimName": claim}}
+            ]
+        return pod
 
     def init_namespace(self, index: int, measured: str) -> str:
         """The namespace of init pod ``index``: ``measured``, the measured pods' one, unless
@@ -566,6 +696,10 @@ class Workload:
             return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": measured}}]
         names = [f"{INIT_NAMESPACE_PREFIX}-{k}" for k in range(self.init_namespaces)]
         return [namespace_with_labels(n) for n in (measured, *names)]
+
+
+def _claim_name(pod_name: str) -> str:
+    return f"pvc-{pod_name}"
 
 
 def _basic_node(index: int, name: str) -> Json:
@@ -909,14 +1043,81 @@ UPSTREAM: dict[str, Workload] = {
             churn=Churn((("pods", _every(pod_high_priority)),), interval_s=0.2),
             threshold=160,
         ),
+        Workload(
+            name="SchedulingSecrets/5000Nodes_10000Pods",
+            description="pod-with-secret-volume for init and measured pods (volumes)",
+            nodes=5000,
+            init_pods=1000,
+            measured_pods=10000,
+            node=_basic_node,
+            pod=_every(pod_with_secret_volume),
+            threshold=260,
+        ),
+        Workload(
+            name="SchedulingInTreePVs/5000Nodes_2000Pods",
+            description="node-default, pod-default each with its own claim bound to an in-tree "
+            "AWS EBS PersistentVolume (pv-aws, pvc) (volumes)",
+            nodes=5000,
+            init_pods=1000,
+            measured_pods=2000,
+            node=_basic_node,
+            pod=_basic_pod,
+            volume=pv_aws,
+            threshold=90,
+        ),
+        Workload(
+            name="SchedulingMigratedInTreePVs/5000Nodes_5000Pods",
+            description="nodes with the EBS CSI driver's limit of 39 and CSINodes listing "
+            "aws-ebs as migrated, each pod with its own in-tree AWS EBS volume (volumes)",
+            nodes=5000,
+            init_pods=5000,
+            measured_pods=5000,
+            node=node_with_attach_limit,
+            pod=_basic_pod,
+            csi_node=_migrated_csi_node,
+            volume=pv_aws,
+            threshold=35,
+        ),
+        Workload(
+            name="SchedulingCSIPVs/5000Nodes_5000Pods",
+            description="nodes with the EBS CSI driver's limit of 39 (allocatable and CSINode), "
+            "each pod with its own CSI volume (pv-csi, pvc) (volumes)",
+            nodes=5000,
+            init_pods=5000,
+            measured_pods=5000,
+            node=node_with_attach_limit,
+            pod=_basic_pod,
+            csi_node=csi_node,
+            volume=pv_csi,
+            threshold=48,
+        ),
+        Workload(
+            name="PreemptionPVs/1000Nodes",
+            description="pod-low-priority init pods; pod-high-priority measured pods, each with "
+            "its own in-tree AWS EBS volume, preempting them (volumes)",
+            nodes=1000,
+            init_pods=4000,
+            measured_pods=1000,
+            node=_basic_node,
+            pod=_every(pod_high_priority),
+            init_pod=_every(pod_low_priority),
+            volume=pv_aws,
+            init_volumes=False,
+        ),
     )
 }
 #: What ``--workload all`` runs: what fits in an hour on a 2-core machine, timed from each
 #: workload's full-size run by its name (docs/benchmarks.md: 54 minutes at most). Left out, each
-#: runs by its name: the two of 30,000 pods (a quarter of an hour each), SchedulingDaemonset's
-#: 45,000 objects and SchedulingBasic's 55,000 pods (half an hour each), and the two affinity
-#: workloads that took longest, so that the set stays within the hour.
+#: runs by its name: the volume workloads (newer than the set), the two of 30,000 pods (a
+#: quarter of an hour each), SchedulingDaemonset's 45,000 objects and SchedulingBasic's 55,000
+#: pods (half an hour each), and the two affinity workloads that took longest, so that the set
+#: stays within the hour.
 _NOT_IN_ALL = (
+    "SchedulingSecrets/5000Nodes_10000Pods",
+    "SchedulingInTreePVs/5000Nodes_2000Pods",
+    "SchedulingMigratedInTreePVs/5000Nodes_5000Pods",
+    "SchedulingCSIPVs/5000Nodes_5000Pods",
+    "PreemptionPVs/1000Nodes",
     "SchedulingWhileGated/1Node_10000GatedPods",
     "SchedulingGatedPodsWithPodAffinityImpactForThroughput/1Node_10000GatedPods",
     "SchedulingDaemonset/15000Nodes",

@@ -176,6 +176,39 @@ def test_churning_workloads_by_their_upstream_names(
     assert comparison["upstream_threshold"] == threshold
 
 
+@pytest.mark.parametrize(
+    ("workload", "sizes", "threshold"),
+    [
+        # CSINodes with the EBS driver's limit; each pod with its own bound CSI claim.
+        ("SchedulingCSIPVs/5000Nodes_5000Pods", (5, 5, 10), 48),
+        # High-priority pods, each with its own bound in-tree EBS claim, preempting.
+        ("PreemptionPVs/1000Nodes", (5, 20, 5), None),
+    ],
+)
+def test_volume_workloads_by_their_upstream_names(
+    workload: str, sizes: tuple[int, int, int], threshold: int | None
+) -> None:
+    """At upstream's integration sizes: each pod's PersistentVolume and claim are created and
+    marked Bound before it (a claim left unbound would keep its pod pending, unbound), and
+    both schedulers bind every measured pod with its event."""
+    nodes, init, pods = sizes
+    document, _ = bench_e2e(
+        f"--workload={workload}",
+        f"--nodes={nodes}",
+        f"--init-pods={init}",
+        f"--pods={pods}",
+        "--no-ceiling",
+    )
+    assert [r["scheduler"] for r in document["results"]] == ["kubesched", "kube-scheduler"]
+    for r in document["results"]:
+        assert (r["nodes"], r["init_pods"], r["measured_pods"]) == sizes
+        assert (r["overcommitted_nodes"], r["unbound_pods"]) == (0, 0), r["errors"]
+        assert r["errors"] == []
+        assert r["pods_bound"] == r["events_written"] == pods
+    [comparison] = document["comparisons"]
+    assert comparison["upstream_threshold"] == threshold
+
+
 def test_namespace_selector_anti_affinity_by_its_upstream_name() -> None:
     """SchedulingRequiredPodAntiAffinityWithNSSelector at upstream's integration size (10 nodes,
     4 init pods, 6 measured): the init pods live in labelled namespaces of their own, which the

@@ -59,7 +59,7 @@ def test_mixed_pods_have_five_kinds() -> None:
     assert len(required) == 4
 
 
-_FILLED = ("PreemptionBasic/1000Nodes", "PreemptionAsync/5000Nodes")
+_FILLED = ("PreemptionBasic/1000Nodes", "PreemptionAsync/5000Nodes", "PreemptionPVs/1000Nodes")
 
 
 @pytest.mark.parametrize("name", sorted(set(WORKLOADS) - set(_FILLED)))
@@ -154,6 +154,11 @@ UPSTREAM_SIZES = {
         20000,
         110,
     ),
+    "SchedulingSecrets/5000Nodes_10000Pods": (5000, 1000, 10000, 260),
+    "SchedulingInTreePVs/5000Nodes_2000Pods": (5000, 1000, 2000, 90),
+    "SchedulingMigratedInTreePVs/5000Nodes_5000Pods": (5000, 5000, 5000, 35),
+    "SchedulingCSIPVs/5000Nodes_5000Pods": (5000, 5000, 5000, 48),
+    "PreemptionPVs/1000Nodes": (1000, 4000, 1000, None),
 }
 
 
@@ -604,3 +609,40 @@ def test_gated_pods_with_pod_affinity_select_the_measured_pods() -> None:
             ("pause", "registry.k8s.io/pause:3.10.1", [])
         ]
     assert node_allocatable(msgspec.convert(w.make_node(0), Node))["pods"] == 90000
+
+
+def test_volume_workloads_give_each_pod_a_volume_bound_to_its_claim() -> None:
+    csi = workload("SchedulingCSIPVs/5000Nodes_5000Pods")
+    pod = msgspec.convert(csi.make_pod(0, "p0", "ns"), Pod)
+    [volume] = pod.spec.volumes
+    assert volume.persistent_volume_claim is not None
+    pv, claim = csi.make_volume("p0", "ns")
+    assert volume.persistent_volume_claim.claim_name == claim["metadata"]["name"] == "pvc-p0"
+    # Each bound to the other, as CreatePodWithPersistentVolume makes them.
+    assert claim["spec"]["volumeName"] == pv["metadata"]["name"] == "ns-vol-p0"
+    assert pv["spec"]["claimRef"]["name"] == "pvc-p0"
+    assert pv["spec"]["claimRef"]["namespace"] == "ns"
+    assert pv["spec"]["csi"] == {"driver": "ebs.csi.aws.com", "volumeHandle": "ns-vol-p0"}
+    assert csi.csi_node is not None
+    [driver] = csi.csi_node("node-00000")["spec"]["drivers"]
+    assert driver["allocatable"] == {"count": 39}
+    node = csi.make_node(0)
+    assert node["status"]["allocatable"]["attachable-volumes-csi-ebs.csi.aws.com"] == "39"
+    # The migrated workload's volumes are in-tree, its CSINodes say they are migrated.
+    migrated = workload("SchedulingMigratedInTreePVs/5000Nodes_5000Pods")
+    pv, _ = migrated.make_volume("p1", "ns")
+    assert pv["spec"]["awsElasticBlockStore"] == {"volumeID": "ns-vol-p1"}
+    assert migrated.csi_node is not None
+    annotations = migrated.csi_node("n")["metadata"]["annotations"]
+    assert annotations == {"storage.alpha.kubernetes.io/migrated-plugins": "kubernetes.io/aws-ebs"}
+    # PreemptionPVs: the low-priority init pods have no volume, the preemptors have one each.
+    preemption = workload("PreemptionPVs/1000Nodes")
+    assert preemption.has_volume(init=True) is False
+    assert "volumes" not in preemption.make_init_pod(0, "i0", "ns")["spec"]
+    assert preemption.make_pod(1, "p1", "ns")["spec"]["priority"] == 10
+    assert preemption.make_pod(1, "p1", "ns")["spec"]["volumes"][0]["name"] == "vol"
+    # SchedulingSecrets: a secret volume, no claim.
+    secrets = workload("SchedulingSecrets/5000Nodes_10000Pods")
+    assert secrets.make_pod(0, "p0", "ns")["spec"]["volumes"] == [
+        {"name": "secret", "secret": {"secretName": "secret"}}
+    ]
