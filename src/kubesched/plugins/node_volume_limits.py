@@ -505,7 +505,11 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
         exceeded = np.zeros(n, dtype=np.bool_)
         position: IntArray | None = None
         migration = kept.migration[slots]
-        for m in np.unique(migration).tolist():
+        # Few distinct migrations (usually none at all): counted rather than sorted.
+        groups: list[int] = (
+            np.flatnonzero(np.bincount(migration)).tolist() if len(kept.migrations) > 1 else [0]
+        )
+        for m in groups:
             # The pod's volumes, looked up as on the nodes whose CSINode lists these migrations.
             new = self.attachable_volumes(pod, kept.migration_nodes[m], new_pod=True)
             in_group = checked & (migration == m) if len(kept.migrations) > 1 else checked
