@@ -545,16 +545,11 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
             # volumes and the node has limits, before any counting.
             if position is None:
                 position = kept.positions(slots)
-            interned: dict[Status, int] = {}
             for slot, error in kept.errors.items():
                 i = int(position[slot])
-                if i < 0 or not checked[i]:
-                    continue
-                sid = interned.get(error)
-                if sid is None:
-                    sid = interned[error] = len(statuses)
+                if i >= 0 and checked[i]:
+                    ids[i] = len(statuses)
                     statuses.append(error)
-                ids[i] = sid
         return NodeStatuses(ids, statuses)
 
     # -- queueing ------------------------------------------------------------------------------
