@@ -238,7 +238,7 @@ class _Attachments:
         for slot in sorted(dirty):
             self._forget(slot)
             if slot < len(present) and present[slot]:
-                self._derive(slot, snapshot.at(slot))
+                self._derive(slot, snapshot.at(slot), store.get(CSINode, table.names[slot]))
         return True
 
     def positions(self, slots: IntArray) -> IntArray:
@@ -277,9 +277,8 @@ class _Attachments:
         self.has_limits[slot] = False
         self.migration[slot] = 0
 
-    def _derive(self, slot: int, info: NodeInfo) -> None:
+    def _derive(self, slot: int, info: NodeInfo, csi_node: CSINode | None) -> None:
         plugin = self._plugin
-        csi_node = plugin.handle.snapshot.objects.get(CSINode, info.name)
         refs: set[_Ref] = {(CSI_NODE_REF, info.name)}
         limits = plugin.volume_limits(info, csi_node)
         attached: dict[str, str] = {}
