@@ -1,11 +1,11 @@
 """NodeVolumeLimits: no more CSI volumes on a node than its drivers can attach.
 
 A CSI driver reports on each node how many of its volumes the node can take: the CSINode named
-after the node lists it as ``spec.drivers[].allocatable.count`` (older clusters put
-``attachable-volumes-csi-<driver>`` in the node's allocatable, which counts too). For each driver
-with a limit, the volumes the node's pods already use plus the new ones the pod brings must stay
-within it, else ``node(s) exceed max volume count`` (Unschedulable: preempting pods frees
-attachments).
+after the node lists it as ``spec.drivers[].allocatable.count`` (a node's
+``attachable-volumes-*`` allocatable, which older kube-schedulers read, is not: v1.34 reads
+CSINodes only). For each driver with a limit, the volumes the node's pods already use plus the
+new ones the pod brings must stay within it, else ``node(s) exceed max volume count``
+(Unschedulable: preempting pods frees attachments).
 
 A volume is counted once per node however many pods share it. It is known by its driver and
 volume handle: a bound claim's PV tells both; an unbound claim counts as a new volume of its
@@ -31,6 +31,7 @@ import numpy as np
 from kubesched import KubeschedError
 from kubesched.api import (
     CSINode,
+    CSINodeDriver,
     PersistentVolume,
     PersistentVolumeClaim,
     Pod,
@@ -67,7 +68,6 @@ NAME = "NodeVolumeLimits"
 #: Attaching the pod's new volumes would exceed a driver's limit on the node.
 ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED = "node(s) exceed max volume count"
 
-ATTACHABLE_VOLUMES_PREFIX = "attachable-volumes-"
 CSI_ATTACH_LIMIT_PREFIX = "attachable-volumes-csi-"
 #: Resource names are at most this long: longer limit keys are shortened with a hash.
 RESOURCE_NAME_LENGTH_LIMIT = 63
@@ -280,7 +280,7 @@ class _Attachments:
     def _derive(self, slot: int, info: NodeInfo, csi_node: CSINode | None) -> None:
         plugin = self._plugin
         refs: set[_Ref] = {(CSI_NODE_REF, info.name)}
-        limits = plugin.volume_limits(info, csi_node)
+        limits = plugin.volume_limits(csi_node)
         attached: dict[str, str] = {}
         try:
             attached = plugin.attached_volumes(info, csi_node, refs)
@@ -310,6 +310,12 @@ class _Attachments:
                 self.migrations.append(migrated)
                 self.migration_nodes.append(csi_node)
             self.migration[slot] = self.migrations.index(migrated)
+
+
+def _count(driver: CSINodeDriver) -> int:
+    """A CSINode driver's attach limit, 0 when it gives none."""
+    allocatable = driver.allocatable
+    return 0 if allocatable is None or allocatable.count is None else allocatable.count
 
 
 def _migrated(csi_node: CSINode) -> str:
@@ -410,10 +416,9 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
         return out
 
     @staticmethod
-    def volume_limits(node: NodeInfo, csi_node: CSINode | None) -> dict[str, int]:
-        """``getVolumeLimits``: the node's attachable-volumes allocatable, overridden by its
-        CSINode's per-driver counts."""
-        out = {k: v for k, v in node.allocatable.items() if k.startswith(ATTACHABLE_VOLUMES_PREFIX)}
+    def volume_limits(csi_node: CSINode | None) -> dict[str, int]:
+        """``getVolumeLimits``: the CSINode's per-driver counts, by limit key."""
+        out: dict[str, int] = {}
         if csi_node is not None:
             for d in csi_node.spec.drivers:
                 if d.allocatable is not None and d.allocatable.count is not None:
@@ -444,7 +449,7 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
         if not pod.spec.volumes:
             return None
         csi_node = self.handle.snapshot.objects.get(CSINode, node.name)
-        limits = self.volume_limits(node, csi_node)
+        limits = self.volume_limits(csi_node)
         return self._check(pod, node, csi_node, limits)
 
     def _check(
@@ -488,12 +493,8 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
             return NodeStatuses.from_mask(np.ones(n, dtype=np.bool_), status)
         except _VolumeError as e:
             return NodeStatuses.from_mask(np.ones(n, dtype=np.bool_), Status.as_error(e))
-        store = self.handle.snapshot.objects
-        # Nodes without a CSINode can only have limits in their allocatable.
-        if store.count(CSINode) == 0 and not any(
-            k.startswith(ATTACHABLE_VOLUMES_PREFIX) for k in nodes.table.resource_index
-        ):
-            return NodeStatuses.passing(n)
+        if self.handle.snapshot.objects.count(CSINode) == 0:
+            return NodeStatuses.passing(n)  # limits come from CSINodes only
         kept = self._attachments
         if kept is None or kept.table is not nodes.table or not kept.update(nodes):
             kept = self._attachments = _Attachments(self, nodes.table)
@@ -558,6 +559,10 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
             # Any new CSINode may bring limits that let the pod fit (or none at all).
             ClusterEventWithHint(ClusterEvent(CSI_NODE, ActionType.ADD)),
             ClusterEventWithHint(
+                ClusterEvent(CSI_NODE, ActionType.UPDATE),
+                self.is_schedulable_after_csi_node_updated,
+            ),
+            ClusterEventWithHint(
                 ClusterEvent("Pod", ActionType.DELETE), self.is_schedulable_after_pod_deleted
             ),
             ClusterEventWithHint(
@@ -571,9 +576,26 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
             deleted, _ = as_objects(old, new, Pod)
         except TypeError:
             return QueueingHint.QUEUE
-        if deleted is None or not deleted.spec.volumes or not deleted.spec.node_name:
+        if deleted is None or not deleted.spec.volumes:
+            return QueueingHint.SKIP
+        # A pod nominated to a node counted there too.
+        if not deleted.spec.node_name and not deleted.status.nominated_node_name:
             return QueueingHint.SKIP
         if any(counts_toward_limits(v) for v in deleted.spec.volumes):
+            return QueueingHint.QUEUE
+        return QueueingHint.SKIP
+
+    def is_schedulable_after_csi_node_updated(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """A CSINode changed: queue ``pod`` when some driver's limit went up (a driver without
+        a count, or not there before, counts as 0)."""
+        try:
+            before, after = as_objects(old, new, CSINode)
+        except TypeError:
+            return QueueingHint.QUEUE
+        if before is None or after is None:
+            return QueueingHint.QUEUE
+        old_limits = {d.name: _count(d) for d in before.spec.drivers}
+        if any(_count(d) > old_limits.get(d.name, 0) for d in after.spec.drivers):
             return QueueingHint.QUEUE
         return QueueingHint.SKIP
 

@@ -8,6 +8,7 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import msgspec
 import pytest
 from test_volume_builders import claim_pod, cluster, csi_node, handle, node, pv, pvc, storage_class
 
@@ -81,8 +82,6 @@ def on_node(pod: Pod) -> Pod:
 
 
 def volume_source(v: Any) -> dict[str, Any]:
-    import msgspec
-
     out: dict[str, Any] = msgspec.to_builtins(v)
     out.pop("name")
     return out
@@ -297,6 +296,7 @@ CASES = [
         None,
         id="an inline volume already attached is not counted again",
     ),
+    # v1.34 reads limits from CSINodes only: a node's attachable-volumes allocatable is none.
     pytest.param(
         EBS_ONE,
         [RUNNING, EBS_TWO],
@@ -304,11 +304,18 @@ CASES = [
         [EBS],
         "node",
         (),
-        EXCEEDED,
-        id="limit from the node's allocatable",
+        None,
+        id="the node's allocatable is no limit",
     ),
     pytest.param(
-        EBS_ONE, [RUNNING, EBS_TWO], 4, [EBS], "node", (), None, id="fits the node's allocatable"
+        EBS_ONE,
+        [RUNNING, EBS_TWO],
+        2,
+        [EBS],
+        "both",
+        (),
+        EXCEEDED,
+        id="the CSINode's limit, beside the node's allocatable",
     ),
     pytest.param(
         EBS_ONE, [RUNNING, EBS_TWO], 2, [EBS], "no-csi-driver", (), None, id="no driver on the node"
@@ -431,10 +438,13 @@ def test_a_missing_claim_fails_even_nodes_without_limits() -> None:
 
 def test_events_to_register() -> None:
     plugin = NodeVolumeLimits(handle(cluster()))
-    assert {e.event.resource: e.event.action for e in plugin.events_to_register()} == {
-        "storage.k8s.io/CSINode": ActionType.ADD,
-        "Pod": ActionType.DELETE,
-        "PersistentVolumeClaim": ActionType.ADD,
+    registered = {(e.event.resource, e.event.action) for e in plugin.events_to_register()}
+    # Upstream's VolumeAttachment/Delete is not registered: kubesched reads no VolumeAttachments.
+    assert registered == {
+        ("storage.k8s.io/CSINode", ActionType.ADD),
+        ("storage.k8s.io/CSINode", ActionType.UPDATE),
+        ("Pod", ActionType.DELETE),
+        ("PersistentVolumeClaim", ActionType.ADD),
     }
 
 
@@ -451,6 +461,25 @@ def test_hint_pod_deleted() -> None:
     assert hint(pod, on_node(pvc_pod("x")), None) == Q
     assert hint(pod, on_node(INLINE), None) == Q
     assert hint(pod, on_node(CONFIG_ONLY), None) == S
+    # Nominated to a node (preemption) and deleted before binding: its volumes counted there.
+    nominated = msgspec.convert(
+        {**msgspec.to_builtins(pvc_pod("x")), "status": {"nominatedNodeName": "n"}}, Pod
+    )
+    assert hint(pod, nominated, None) == Q
+
+
+def test_hint_csi_node_updated() -> None:
+    plugin = NodeVolumeLimits(handle(cluster()))
+    hint = plugin.is_schedulable_after_csi_node_updated
+    pod = pvc_pod("a")
+    before = csi_node("n", {EBS: 2, GCE: 3})
+    assert hint(pod, before, csi_node("n", {EBS: 3, GCE: 3})) == Q  # a limit went up
+    assert hint(pod, before, csi_node("n", {EBS: 2, GCE: 1})) == S  # none did
+    assert hint(pod, before, csi_node("n", {EBS: 2, GCE: 3}, migrated=[AWS_IN_TREE])) == S
+    assert hint(pod, csi_node("n", {EBS: None}), csi_node("n", {EBS: 1})) == Q  # 0 to 1
+    assert hint(pod, before, csi_node("n", {EBS: 2, GCE: 3, "new.csi": 1})) == Q  # a new driver
+    assert hint(pod, csi_node("n", {}), csi_node("n", {EBS: None})) == S  # still no limit
+    assert hint(pod, "not-a-csinode", before) == Q
 
 
 def test_hint_pvc_added() -> None:
