@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from typing import Any
 
 import numpy as np
@@ -326,12 +326,19 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
     """Keeps pods off nodes where their new CSI volumes would exceed a driver's attach limit."""
 
     name = NAME
+    # A node's verdict reads its pods and name, the CSINodes, claims, volumes and classes: kept
+    # across cycles while :meth:`node_local_epoch` holds.
+    node_local = True
 
     def __init__(self, handle: Handle, args: Any = None) -> None:
         super().__init__(handle, args)
         #: Stands in for the unknown volume handle of an unbound claim.
         self._random_prefix = secrets.token_hex(16)
         self._attachments: _Attachments | None = None
+
+    def node_local_epoch(self) -> Hashable:
+        store = self.handle.snapshot.objects
+        return tuple(store.version(kind) for kind, _ in _REF_KINDS)
 
     # -- counting ------------------------------------------------------------------------------
 

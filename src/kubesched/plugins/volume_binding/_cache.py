@@ -14,7 +14,12 @@ from __future__ import annotations
 from typing import Generic, TypeVar
 
 from kubesched import KubeschedError
-from kubesched.api import PersistentVolume, PersistentVolumeClaim, persistent_volume_class
+from kubesched.api import (
+    PersistentVolume,
+    PersistentVolumeClaim,
+    StorageClass,
+    persistent_volume_class,
+)
 from kubesched.framework import ObjectStore
 
 T = TypeVar("T", PersistentVolume, PersistentVolumeClaim)
@@ -25,13 +30,16 @@ class AssumeError(KubeschedError):
 
 
 class _Overlay(Generic[T]):
-    __slots__ = ("_assumed", "_kind", "_store")
+    __slots__ = ("_assumed", "_kind", "_store", "changes")
 
     def __init__(self, store: ObjectStore, kind: type[T]) -> None:
         self._store = store
         self._kind: type[T] = kind
         #: key -> (the stored object the assumption was made on, the assumed object).
         self._assumed: dict[tuple[str, str], tuple[T, T]] = {}
+        #: How many assumptions were made or restored (what :meth:`get` answers beside the
+        #: store's own changes).
+        self.changes = 0
 
     def get(self, name: str, namespace: str = "") -> T | None:
         """The assumed object if its base is still the stored one, else the stored one."""
@@ -58,9 +66,11 @@ class _Overlay(Generic[T]):
                 f"{stored.metadata.resource_version} than {meta.resource_version}"
             )
         self._assumed[(meta.namespace, meta.name)] = (stored, obj)
+        self.changes += 1
 
     def restore(self, name: str, namespace: str = "") -> None:
-        self._assumed.pop((namespace, name), None)
+        if self._assumed.pop((namespace, name), None) is not None:
+            self.changes += 1
 
     def __len__(self) -> int:
         return len(self._assumed)
@@ -75,6 +85,18 @@ class AssumeCache:
         self.pvcs: _Overlay[PersistentVolumeClaim] = _Overlay(store, PersistentVolumeClaim)
         self._by_class: dict[str, list[str]] = {}
         self._by_class_version = -1
+
+    def version(self) -> tuple[int, ...]:
+        """A value that changes whenever what the cache answers may: the stored PVs, claims
+        and storage classes, or an assumption."""
+        store = self.store
+        return (
+            store.version(PersistentVolume),
+            store.version(PersistentVolumeClaim),
+            store.version(StorageClass),
+            self.pvs.changes,
+            self.pvcs.changes,
+        )
 
     def pvs_of_class(self, class_name: str) -> list[PersistentVolume]:
         """``ListPVs(className)``: the PVs of a storage class, assumptions applied."""

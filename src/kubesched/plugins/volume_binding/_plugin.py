@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,6 +106,10 @@ class VolumeBinding(
 
     name = NAME
     args_type = VolumeBindingArgs
+    # A node's verdict and score read its labels and name, the claims, volumes and classes, and
+    # the assumptions Reserve made: kept across cycles while :meth:`node_local_epoch` holds.
+    node_local = True
+    node_local_reads_pods = False
 
     def __init__(self, handle: Handle, args: Any = None) -> None:
         super().__init__(handle, args)
@@ -113,6 +118,9 @@ class VolumeBinding(
         #: Set only with the StorageCapacityScoring gate (which defaults ``shape``).
         self.shape = scale_shape([(p.utilization, p.score) for p in a.shape]) if a.shape else None
         self.cache = AssumeCache(handle.snapshot.objects)
+
+    def node_local_epoch(self) -> Hashable:
+        return self.cache.version()
 
     # -- PreFilter / Filter ------------------------------------------------------------------
 
