@@ -7,7 +7,8 @@ local control plane (``kubesched cluster``, started if needed, left running with
 1. deletes whatever a previous scenario left (pods, nodes, the PriorityClasses it created,
    storage objects, PodDisruptionBudgets and workloads);
 2. creates the scenario's Namespaces (with their labels) and PriorityClasses, its storage objects
-   (StorageClasses, CSINodes, PersistentVolumes, PersistentVolumeClaims), PodDisruptionBudgets,
+   (StorageClasses, CSINodes, PersistentVolumes, PersistentVolumeClaims, VolumeAttachments),
+   PodDisruptionBudgets,
    pod-selecting workloads (Services, ReplicationControllers, ReplicaSets, StatefulSets) and
    dynamic resource allocation objects (DeviceClasses, ResourceSlices, ResourceClaimTemplates,
    ResourceClaims),
@@ -74,6 +75,7 @@ OBJECT_KINDS: tuple[tuple[str, str, bool, bool], ...] = (
     ("CSINode", "/apis/storage.k8s.io/v1/csinodes", False, False),
     ("PersistentVolume", "/api/v1/persistentvolumes", False, True),
     ("PersistentVolumeClaim", "/api/v1/namespaces/{ns}/persistentvolumeclaims", True, True),
+    ("VolumeAttachment", "/apis/storage.k8s.io/v1/volumeattachments", False, False),
     ("PodDisruptionBudget", "/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets", True, True),
     # Pod-selecting workloads, for PodTopologySpread's default constraints (no controller runs,
     # so a ReplicaSet or StatefulSet creates no pod).

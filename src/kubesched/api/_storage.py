@@ -1,5 +1,6 @@
 """Storage objects the volume plugins read: PersistentVolumes, PersistentVolumeClaims,
-StorageClasses and CSINodes, with the small rules Kubernetes' storage helpers apply to them.
+StorageClasses, CSINodes and VolumeAttachments, with the small rules Kubernetes' storage
+helpers apply to them.
 
 As in :mod:`kubesched.api._objects`, only the fields a scheduler looks at are declared. Writing
 one of these back to the API server must therefore be a patch of the fields meant to change,
@@ -172,6 +173,26 @@ class CSINode(_Obj, kw_only=True):
     kind: str = "CSINode"
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     spec: CSINodeSpec = msgspec.field(default_factory=CSINodeSpec)
+
+
+class VolumeAttachmentSource(_Obj):
+    persistent_volume_name: str | None = None
+
+
+class VolumeAttachmentSpec(_Obj):
+    attacher: str = ""
+    node_name: str = ""
+    source: VolumeAttachmentSource = msgspec.field(default_factory=VolumeAttachmentSource)
+
+
+class VolumeAttachment(_Obj, kw_only=True):
+    """``storage.k8s.io/v1`` VolumeAttachment: a volume a CSI driver (``attacher``) attaches to
+    a node, which counts toward the node's limit until it is deleted."""
+
+    api_version: str = "storage.k8s.io/v1"
+    kind: str = "VolumeAttachment"
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: VolumeAttachmentSpec = msgspec.field(default_factory=VolumeAttachmentSpec)
 
 
 # --- storage helpers (k8s.io/component-helpers/storage) ----------------------------------------

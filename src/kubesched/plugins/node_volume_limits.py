@@ -37,6 +37,7 @@ from kubesched.api import (
     Pod,
     StorageClass,
     Volume,
+    VolumeAttachment,
     ephemeral_claim_name,
     ephemeral_volume_is_for_pod,
     persistent_volume_claim_class,
@@ -90,16 +91,20 @@ _ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.i
 
 CSI_NODE = "storage.k8s.io/CSINode"
 PERSISTENT_VOLUME_CLAIM = "PersistentVolumeClaim"
+VOLUME_ATTACHMENT = "storage.k8s.io/VolumeAttachment"
 
-#: What a node's count was derived from, by kind and key: its CSINode, and each claim (by
-#: ``namespace/name``), volume and storage class its pods' volumes were looked up by.
+#: What a node's count was derived from, by kind and key: its CSINode and VolumeAttachments
+#: (by the node's name), and each claim (by ``namespace/name``), volume and storage class its
+#: pods' volumes and its attachments were looked up by.
 CSI_NODE_REF = "CSINode"
+VA_REF = "VolumeAttachment"
 PVC_REF = "PersistentVolumeClaim"
 PV_REF = "PersistentVolume"
 SC_REF = "StorageClass"
 _Ref = tuple[str, str]
 _REF_KINDS: tuple[tuple[type[Any], str], ...] = (
     (CSINode, CSI_NODE_REF),
+    (VolumeAttachment, VA_REF),
     (PersistentVolumeClaim, PVC_REF),
     (PersistentVolume, PV_REF),
     (StorageClass, SC_REF),
@@ -205,6 +210,8 @@ class _Attachments:
         #: Slot -> the error looking up its pods' volumes gave.
         self.errors: dict[int, Status] = {}
         self._attached: dict[int, dict[str, str]] = {}
+        #: Slot -> the limit keys of the volumes attached there that no pod there uses.
+        self._extra: dict[int, list[str]] = {}
         self._limits: dict[int, dict[str, int]] = {}
         self._refs: dict[int, set[_Ref]] = {}
         self._users: dict[_Ref, set[int]] = {}
@@ -228,9 +235,7 @@ class _Attachments:
                 for old, new in changes:
                     obj = new if new is not None else old
                     assert obj is not None
-                    meta = obj.metadata
-                    key = f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
-                    dirty.update(self._users.get((ref_kind, key), ()))
+                    dirty.update(self._users.get((ref_kind, _ref_key(obj)), ()))
         self._version = table.version
         self._store_versions = {kind: store.version(kind) for kind, _ in _REF_KINDS}
         self._grow(table.capacity)
@@ -246,6 +251,12 @@ class _Attachments:
         out = np.full(len(self.has_limits), -1, dtype=np.int64)
         out[slots] = np.arange(len(slots))
         return out
+
+    def _count_one(self, key: str, slot: int) -> None:
+        column = self.count.get(key)
+        if column is None:
+            column = self.count[key] = np.zeros(len(self.has_limits), dtype=np.int64)
+        column[slot] += 1
 
     def _grow(self, capacity: int) -> None:
         size = len(self.has_limits)
@@ -268,6 +279,8 @@ class _Attachments:
             where.discard(slot)
             if not where:
                 del self.where[unique]
+        for key in self._extra.pop(slot, []):
+            self.count[key][slot] -= 1
         for ref in self._refs.pop(slot, set()):
             users = self._users[ref]
             users.discard(slot)
@@ -279,13 +292,20 @@ class _Attachments:
 
     def _derive(self, slot: int, info: NodeInfo, csi_node: CSINode | None) -> None:
         plugin = self._plugin
-        refs: set[_Ref] = {(CSI_NODE_REF, info.name)}
+        refs: set[_Ref] = {(CSI_NODE_REF, info.name), (VA_REF, info.name)}
         limits = plugin.volume_limits(csi_node)
         attached: dict[str, str] = {}
         try:
             attached = plugin.attached_volumes(info, csi_node, refs)
         except (ClaimNotFoundError, _VolumeError) as e:
             self.errors[slot] = Status.as_error(e)
+        # Volumes still attached that no pod here uses: counted, but a new pod's volume among
+        # them is attached again (not taken out of its new volumes).
+        extra = [
+            key
+            for unique, key in plugin.volume_attachments(info.name, refs).items()
+            if unique not in attached
+        ]
         capacity = len(self.has_limits)
         for key, value in limits.items():
             column = self.limit.get(key)
@@ -293,15 +313,15 @@ class _Attachments:
                 column = self.limit[key] = np.full(capacity, -1, dtype=np.int64)
             column[slot] = value
         for unique, key in attached.items():
-            column = self.count.get(key)
-            if column is None:
-                column = self.count[key] = np.zeros(capacity, dtype=np.int64)
-            column[slot] += 1
+            self._count_one(key, slot)
             self.where.setdefault(unique, set()).add(slot)
+        for key in extra:
+            self._count_one(key, slot)
         for ref in refs:
             self._users.setdefault(ref, set()).add(slot)
         self._limits[slot] = limits
         self._attached[slot] = attached
+        self._extra[slot] = extra
         self._refs[slot] = refs
         self.has_limits[slot] = bool(limits)
         migrated = "" if csi_node is None else _migrated(csi_node)
@@ -310,6 +330,14 @@ class _Attachments:
                 self.migrations.append(migrated)
                 self.migration_nodes.append(csi_node)
             self.migration[slot] = self.migrations.index(migrated)
+
+
+def _ref_key(obj: Any) -> str:
+    """The key a node's refs name ``obj`` by: a VolumeAttachment by its node."""
+    if isinstance(obj, VolumeAttachment):
+        return obj.spec.node_name
+    meta = obj.metadata
+    return f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
 
 
 def _count(driver: CSINodeDriver) -> int:
@@ -335,6 +363,8 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
         #: Stands in for the unknown volume handle of an unbound claim.
         self._random_prefix = secrets.token_hex(16)
         self._attachments: _Attachments | None = None
+        #: VolumeAttachments by node name, at the store's version of them.
+        self._by_node: tuple[int, dict[str, list[VolumeAttachment]]] = (-1, {})
 
     def node_local_epoch(self) -> Hashable:
         store = self.handle.snapshot.objects
@@ -432,6 +462,32 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
                     out[csi_attach_limit_key(d.name)] = d.allocatable.count
         return out
 
+    def volume_attachments(self, node_name: str, refs: set[_Ref] | None = None) -> dict[str, str]:
+        """``getNodeVolumeAttachmentInfo``: the CSI volumes VolumeAttachments attach to the node,
+        by ``driver/handle`` -> limit key (an attachment without attacher or PV, or of a PV that
+        is missing or not CSI, is left out)."""
+        store = self.handle.snapshot.objects
+        version = store.version(VolumeAttachment)
+        if self._by_node[0] != version:
+            index: dict[str, list[VolumeAttachment]] = {}
+            for va in store.list(VolumeAttachment):
+                index.setdefault(va.spec.node_name, []).append(va)
+            self._by_node = (version, index)
+        out: dict[str, str] = {}
+        for va in self._by_node[1].get(node_name, ()):
+            pv_name = va.spec.source.persistent_volume_name
+            if not va.spec.attacher or pv_name is None:
+                continue
+            if refs is not None:
+                refs.add((PV_REF, pv_name))
+            pv = store.get(PersistentVolume, pv_name)
+            if pv is None or pv.spec.csi is None:
+                continue
+            out[f"{va.spec.attacher}/{pv.spec.csi.volume_handle}"] = csi_attach_limit_key(
+                va.spec.attacher
+            )
+        return out
+
     def attached_volumes(
         self, node: NodeInfo, csi_node: CSINode | None, refs: set[_Ref] | None = None
     ) -> dict[str, str]:
@@ -479,6 +535,9 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
             # A volume already attached for another pod is not attached again.
             new.pop(unique, None)
             attached_count[limit_key] = attached_count.get(limit_key, 0) + 1
+        for unique, limit_key in self.volume_attachments(node.name).items():
+            if unique not in attached:
+                attached_count[limit_key] = attached_count.get(limit_key, 0) + 1
         new_count: dict[str, int] = {}
         for limit_key in new.values():
             new_count[limit_key] = new_count.get(limit_key, 0) + 1
@@ -576,6 +635,10 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
                 ClusterEvent(PERSISTENT_VOLUME_CLAIM, ActionType.ADD),
                 self.is_schedulable_after_pvc_added,
             ),
+            ClusterEventWithHint(
+                ClusterEvent(VOLUME_ATTACHMENT, ActionType.DELETE),
+                self.is_schedulable_after_volume_attachment_deleted,
+            ),
         ]
 
     def is_schedulable_after_pod_deleted(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
@@ -604,6 +667,25 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
         old_limits = {d.name: _count(d) for d in before.spec.drivers}
         if any(_count(d) > old_limits.get(d.name, 0) for d in after.spec.drivers):
             return QueueingHint.QUEUE
+        return QueueingHint.SKIP
+
+    def is_schedulable_after_volume_attachment_deleted(
+        self, pod: Pod, old: Any, new: Any
+    ) -> QueueingHint:
+        """An attachment went away: queue ``pod`` if it has a claim, or a migratable inline
+        volume of the attachment's driver."""
+        try:
+            deleted, _ = as_objects(old, new, VolumeAttachment)
+        except TypeError:
+            return QueueingHint.QUEUE
+        if deleted is None:
+            return QueueingHint.QUEUE
+        for v in pod.spec.volumes:
+            if v.persistent_volume_claim is not None:
+                return QueueingHint.QUEUE
+            inline = inline_in_tree(v)
+            if inline is not None and MIGRATED_DRIVERS[inline[0]] == deleted.spec.attacher:
+                return QueueingHint.QUEUE
         return QueueingHint.SKIP
 
     def is_schedulable_after_pvc_added(self, pod: Pod, old: Any, new: Any) -> QueueingHint:

@@ -1,8 +1,9 @@
 """``kubesched run``: the scheduler wired to a real API server.
 
 Informers (reflectors on nodes and pods) feed the cache and queue, and the storage objects the
-volume plugins read (PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes) feed the
-snapshot's object store and the queue, as do the kinds the enabled plugins declare
+volume plugins read (PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes,
+VolumeAttachments) feed the snapshot's object store and the queue, as do the kinds the enabled
+plugins declare
 (:attr:`~kubesched.framework.Plugin.watched_kinds`, NodeFeatures for ImageCompatibility). Such a
 kind that the API server does not serve (its CRD is not installed) or will not list counts as
 empty and synced, so it holds neither readiness nor scheduling; it is listed again every 30 s
@@ -31,6 +32,7 @@ from kubesched.api import (
     PodDisruptionBudget,
     ResourceClaim,
     StorageClass,
+    VolumeAttachment,
 )
 from kubesched.config import KubeSchedulerConfiguration
 from kubesched.framework import (
@@ -78,6 +80,11 @@ STORAGE_KINDS: tuple[tuple[type[Any], str, str], ...] = (
     (PersistentVolumeClaim, "/api/v1/persistentvolumeclaims", "PersistentVolumeClaim"),
     (StorageClass, "/apis/storage.k8s.io/v1/storageclasses", "storage.k8s.io/StorageClass"),
     (CSINode, "/apis/storage.k8s.io/v1/csinodes", "storage.k8s.io/CSINode"),
+    (
+        VolumeAttachment,
+        "/apis/storage.k8s.io/v1/volumeattachments",
+        "storage.k8s.io/VolumeAttachment",
+    ),
 )
 
 

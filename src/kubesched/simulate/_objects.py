@@ -1,11 +1,11 @@
 """The cluster objects besides Nodes and Pods that a simulation keeps, typed.
 
 Namespaces and PriorityClasses are used while loading (defaults, priority resolution).
-PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes, PodDisruptionBudgets and
-the dynamic resource allocation kinds (the structs of :mod:`kubesched.api`) go into the
-snapshot's object store, where the volume
-plugins and preemption read them. The pod selectors of Services, ReplicationControllers,
-ReplicaSets and StatefulSets go into the snapshot's workload selectors, where PodTopologySpread
+PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes, VolumeAttachments,
+PodDisruptionBudgets and the dynamic resource allocation kinds (the structs of
+:mod:`kubesched.api`) go into the snapshot's object store, where the volume plugins and
+preemption read them. The pod selectors of Services, ReplicationControllers, ReplicaSets and
+StatefulSets go into the snapshot's workload selectors, where PodTopologySpread
 finds the selector of its default constraints. Only the fields those uses read are declared; the
 rest of each object is ignored on decode, as in :mod:`kubesched.api`.
 """
@@ -32,6 +32,7 @@ from kubesched.api import (
     Service,
     StatefulSet,
     StorageClass,
+    VolumeAttachment,
     Workload,
 )
 from kubesched.framework import StoredObject
@@ -77,6 +78,7 @@ class ClusterObjects:
     persistent_volume_claims: dict[str, PersistentVolumeClaim] = field(default_factory=dict)
     storage_classes: dict[str, StorageClass] = field(default_factory=dict)
     csi_nodes: dict[str, CSINode] = field(default_factory=dict)
+    volume_attachments: dict[str, VolumeAttachment] = field(default_factory=dict)
     pod_disruption_budgets: dict[str, PodDisruptionBudget] = field(default_factory=dict)
     #: Services, ReplicationControllers, ReplicaSets and StatefulSets by ``kind/namespace/name``.
     workloads: dict[str, Workload] = field(default_factory=dict)
@@ -103,6 +105,8 @@ class ClusterObjects:
             self.storage_classes[meta.name] = obj
         elif isinstance(obj, CSINode):
             self.csi_nodes[meta.name] = obj
+        elif isinstance(obj, VolumeAttachment):
+            self.volume_attachments[meta.name] = obj
         elif isinstance(obj, PodDisruptionBudget):
             self.pod_disruption_budgets[f"{meta.namespace}/{meta.name}"] = obj
         elif isinstance(obj, _DRA_TYPES):
@@ -133,6 +137,7 @@ class ClusterObjects:
             "PersistentVolumeClaim": len(self.persistent_volume_claims),
             "StorageClass": len(self.storage_classes),
             "CSINode": len(self.csi_nodes),
+            "VolumeAttachment": len(self.volume_attachments),
             "PodDisruptionBudget": len(self.pod_disruption_budgets),
             **self._counts_by_kind(self.workloads),
             **self._counts_by_kind(self.watched),
@@ -154,6 +159,7 @@ ClusterObject = (
     | PersistentVolumeClaim
     | StorageClass
     | CSINode
+    | VolumeAttachment
     | PodDisruptionBudget
     | Workload
     | ResourceClaim
@@ -190,6 +196,12 @@ KINDS: dict[str, tuple[str, type[ClusterObject], bool, str]] = {
         "/apis/storage.k8s.io/v1/storageclasses",
     ),
     "CSINode": ("storage.k8s.io", CSINode, False, "/apis/storage.k8s.io/v1/csinodes"),
+    "VolumeAttachment": (
+        "storage.k8s.io",
+        VolumeAttachment,
+        False,
+        "/apis/storage.k8s.io/v1/volumeattachments",
+    ),
     "PodDisruptionBudget": (
         "policy",
         PodDisruptionBudget,

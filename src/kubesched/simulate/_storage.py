@@ -58,6 +58,7 @@ def feed(snapshot: Snapshot, objects: ClusterObjects) -> None:
     for kind in (
         objects.storage_classes,
         objects.csi_nodes,
+        objects.volume_attachments,
         objects.persistent_volumes,
         objects.persistent_volume_claims,
         objects.pod_disruption_budgets,

@@ -13,7 +13,7 @@ import pytest
 from test_volume_builders import claim_pod, cluster, csi_node, handle, node, pv, pvc, storage_class
 
 from builders import make_pod
-from kubesched.api import CSINode, Pod
+from kubesched.api import CSINode, Pod, VolumeAttachment
 from kubesched.framework import ActionType, Code, CycleState, Nodes, PodInfo, QueueingHint, Status
 from kubesched.plugins.node_volume_limits import (
     ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED,
@@ -439,12 +439,12 @@ def test_a_missing_claim_fails_even_nodes_without_limits() -> None:
 def test_events_to_register() -> None:
     plugin = NodeVolumeLimits(handle(cluster()))
     registered = {(e.event.resource, e.event.action) for e in plugin.events_to_register()}
-    # Upstream's VolumeAttachment/Delete is not registered: kubesched reads no VolumeAttachments.
     assert registered == {
         ("storage.k8s.io/CSINode", ActionType.ADD),
         ("storage.k8s.io/CSINode", ActionType.UPDATE),
         ("Pod", ActionType.DELETE),
         ("PersistentVolumeClaim", ActionType.ADD),
+        ("storage.k8s.io/VolumeAttachment", ActionType.DELETE),
     }
 
 
@@ -466,6 +466,64 @@ def test_hint_pod_deleted() -> None:
         {**msgspec.to_builtins(pvc_pod("x")), "status": {"nominatedNodeName": "n"}}, Pod
     )
     assert hint(pod, nominated, None) == Q
+
+
+def volume_attachment(name: str, node_name: str, pv_name: str | None, attacher: str = EBS) -> Any:
+    source = {} if pv_name is None else {"persistentVolumeName": pv_name}
+    return msgspec.convert(
+        {
+            "metadata": {"name": name},
+            "spec": {"attacher": attacher, "nodeName": node_name, "source": source},
+        },
+        VolumeAttachment,
+    )
+
+
+def test_hint_volume_attachment_deleted() -> None:
+    plugin = NodeVolumeLimits(handle(cluster()))
+    hint = plugin.is_schedulable_after_volume_attachment_deleted
+    va = volume_attachment("va", "n", "pv")
+    assert hint(pvc_pod("a"), va, None) == Q  # a claim
+    assert hint(INLINE, va, None) == Q  # an inline EBS volume, the attachment's driver
+    assert hint(INLINE, volume_attachment("va", "n", "pv", attacher=GCE), None) == S
+    assert hint(CONFIG_ONLY, va, None) == S
+    assert hint(pvc_pod("a"), "not-an-attachment", None) == Q
+
+
+@pytest.mark.parametrize(
+    ("new_pod", "attachments", "want"),
+    [
+        # csi-EBS-0 used by the pod on the node, csi-EBS-1 still attached: 2 of 2.
+        (pvc_pod(f"csi-{EBS}-2"), [("csi-" + EBS + "-1", EBS)], EXCEEDED),
+        # A volume attached that no pod uses is not taken out of the pod's new ones.
+        (pvc_pod(f"csi-{EBS}-1"), [("csi-" + EBS + "-1", EBS)], EXCEEDED),
+        # The attachment of the volume the running pod uses counts once.
+        (pvc_pod(f"csi-{EBS}-2"), [("csi-" + EBS + "-0", EBS)], None),
+        # No attacher, no PV, a PV that is not CSI: not counted.
+        (pvc_pod(f"csi-{EBS}-2"), [("csi-" + EBS + "-1", "")], None),
+        (pvc_pod(f"csi-{EBS}-2"), [(None, EBS)], None),
+        (pvc_pod(f"csi-{EBS}-2"), [("csi-" + AWS_IN_TREE + "-1", EBS)], None),
+    ],
+)
+def test_volume_attachments_count(
+    new_pod: Pod, attachments: list[tuple[str | None, str]], want: Status | None
+) -> None:
+    n, csi = limits_node("csinode", 2, [EBS])
+    assert csi is not None
+    objects = [*fixtures([EBS, AWS_IN_TREE]), csi]
+    objects += [
+        volume_attachment(f"va{i}", n.metadata.name, pv_name, attacher)
+        for i, (pv_name, attacher) in enumerate(attachments)
+    ]
+    snapshot = cluster([n], objects, [on_node(pvc_pod(f"csi-{EBS}-0"))])
+    plugin = NodeVolumeLimits(handle(snapshot))
+    state = CycleState()
+    nodes = Nodes(snapshot, snapshot.present_slots())
+    plugin.pre_filter(state, new_pod, nodes)
+    [info] = nodes.infos()
+    assert plugin.filter(state, new_pod, info) == want
+    verdict = plugin.filter_nodes(state, new_pod, nodes)
+    assert verdict.statuses[int(verdict.ids[0])] == want
 
 
 def test_hint_csi_node_updated() -> None:
@@ -552,7 +610,7 @@ def _kept_counts_run(rng: random.Random) -> set[Code | None]:
 
     seen: set[Code | None] = set()
     for step in range(40):
-        change = rng.randrange(7)
+        change = rng.randrange(8)
         if change == 0 or not counted:
             where = rng.choice(names)
             if snapshot.get(where) is not None:
@@ -574,6 +632,13 @@ def _kept_counts_run(rng: random.Random) -> set[Code | None]:
             snapshot.objects.set(
                 storage_class(SC, provisioner=rng.choice([EBS, GCE, AWS_IN_TREE, "other"]))
             )
+        elif change == 7:
+            name = f"va{rng.randrange(4)}"
+            if rng.random() < 0.3:
+                snapshot.objects.delete(VolumeAttachment, name)
+            else:
+                pv_name = rng.choice(claims[:15])
+                snapshot.objects.set(volume_attachment(name, rng.choice(names), pv_name))
         elif change == 5:
             name = rng.choice(names)
             limit = {csi_attach_limit_key(EBS): str(rng.randint(0, 3))}
