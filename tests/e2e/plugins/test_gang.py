@@ -90,18 +90,25 @@ async def create_group(
     admin: AdminClient, namespace: str, scheduler: str, run_id: str, size: int = 3
 ) -> None:
     for i in range(size):
-        pod = make_pod(
-            f"worker-{i}",
-            cpu="1",
-            labels={GROUP_LABEL: "trainer", MIN_AVAILABLE_LABEL: str(size)},
-            spec={"schedulerName": scheduler, "nodeSelector": {OWNER: run_id}},
-        )
-        manifest: dict[str, Any] = msgspec.to_builtins(pod)
-        del manifest["metadata"]["uid"]
-        del manifest["metadata"]["namespace"]
-        await asyncio.to_thread(
-            lambda m=manifest: admin.post(f"/api/v1/namespaces/{namespace}/pods", m).expect(201)
-        )
+        await create_member(admin, namespace, scheduler, run_id, i, size)
+
+
+async def create_member(
+    admin: AdminClient, namespace: str, scheduler: str, run_id: str, i: int, size: int
+) -> None:
+    """Group member ``worker-<i>`` of a group of ``size``."""
+    pod = make_pod(
+        f"worker-{i}",
+        cpu="1",
+        labels={GROUP_LABEL: "trainer", MIN_AVAILABLE_LABEL: str(size)},
+        spec={"schedulerName": scheduler, "nodeSelector": {OWNER: run_id}},
+    )
+    manifest: dict[str, Any] = msgspec.to_builtins(pod)
+    del manifest["metadata"]["uid"]
+    del manifest["metadata"]["namespace"]
+    await asyncio.to_thread(
+        lambda: admin.post(f"/api/v1/namespaces/{namespace}/pods", manifest).expect(201)
+    )
 
 
 async def pods(admin: AdminClient, namespace: str) -> list[dict[str, Any]]:
@@ -143,8 +150,21 @@ async def test_with_room_for_two_of_three_nothing_binds_until_there_is_room(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, logger="kubesched.scheduler")
+    caplog.set_level(logging.DEBUG, logger="kubesched.plugins.gang")
     add_nodes(2)
-    await create_group(admin_client, namespace, scheduler, run_id)
+    # The first member waits at Permit a second before the second does: its wait ends first,
+    # and its Unreserve rejects the second, still waiting. (Two waits ending in one turn of the
+    # event loop would both end by their timeouts.)
+    await create_member(admin_client, namespace, scheduler, run_id, 0, 3)
+    await wait_for(
+        lambda: asyncio.sleep(0, caplog.messages),
+        lambda messages: any(f"{namespace}/worker-0 waits for its group" in m for m in messages),
+        "the first member waiting at Permit",
+        seconds=30,
+    )
+    await asyncio.sleep(1.0)
+    for i in (1, 2):
+        await create_member(admin_client, namespace, scheduler, run_id, i, 3)
     # Two members wait at Permit, holding the two nodes; after TIMEOUT seconds they give up.
     timeout_note = (
         f"0/1 nodes are available: 1 rejected due to timeout after waiting {TIMEOUT}s at plugin "
