@@ -905,7 +905,7 @@ def extender(
 ) -> None:
     """Serve kube-scheduler's extender protocol (filter, prioritize, preempt, bind) by running
     a kubesched profile. See docs/extender.md."""
-    from kubesched.extender._command import CommandError, ExtenderCommand  # noqa: PLC0415
+    from kubesched.extender import CommandError, ExtenderCommand  # noqa: PLC0415
 
     command = ExtenderCommand(
         config_path=config_path,

@@ -2,7 +2,7 @@
 
 The benchmark must create pods faster than any scheduler binds them, on the same machine as the
 API server and the scheduler. A general-purpose async HTTP client costs about 3 ms of CPU per
-request here; the API client's own HTTP/1.1 pool (:mod:`kubesched.kube._http1`) writes the
+request here; the API client's own HTTP/1.1 pool (:class:`kubesched.kube.ConnectionPool`) writes the
 request bytes on kept-alive TLS connections and reads the answer by its Content-Length (or
 chunks), about 0.3 ms.
 """
@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 from kubesched.bench._errors import BenchError
 from kubesched.bench._retry import APIUnavailableError, backoff
-from kubesched.kube._http1 import ConnectionPool, TransportError
+from kubesched.kube import ConnectionPool, TransportError
 
 #: Statuses worth retrying: throttled, or the server is busy or starting.
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})

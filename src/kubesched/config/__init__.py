@@ -56,6 +56,7 @@ from kubesched.config._load import (
     load_config_from_dict,
     parse_yaml,
 )
+from kubesched.config._names import is_qualified_name, is_valid_label_value
 from kubesched.config._plugins import (
     DEFAULT_PLUGINS,
     EnabledPlugins,
@@ -157,6 +158,8 @@ __all__ = [
     "enabled_plugins",
     "expand_plugins",
     "format_duration",
+    "is_qualified_name",
+    "is_valid_label_value",
     "load_config",
     "load_config_from_dict",
     "merge_plugin_set",

@@ -19,6 +19,7 @@ from kubesched.extender._agents import (
     register_agent,
 )
 from kubesched.extender._cache import BodyNodes, ClusterCache
+from kubesched.extender._command import CommandError, ExtenderCommand
 from kubesched.extender._engine import (
     ERR_NOT_SYNCED,
     ERR_UNKNOWN_NODE,
@@ -64,10 +65,12 @@ __all__ = [
     "AgentError",
     "BodyNodes",
     "ClusterCache",
+    "CommandError",
     "Extender",
     "ExtenderArgs",
     "ExtenderBindingArgs",
     "ExtenderBindingResult",
+    "ExtenderCommand",
     "ExtenderError",
     "ExtenderFilterResult",
     "ExtenderMetrics",

@@ -51,6 +51,7 @@ from kubesched.kube._errors import (
 )
 from kubesched.kube._events import (
     ACTION_BINDING,
+    ACTION_PREEMPTING,
     ACTION_SCHEDULING,
     EVENT_TYPE_NORMAL,
     EVENT_TYPE_WARNING,
@@ -61,6 +62,7 @@ from kubesched.kube._events import (
     object_reference,
     update_pod_condition,
 )
+from kubesched.kube._http1 import ConnectionPool, TransportError
 from kubesched.kube._leader import LeaderElectionRecord, LeaderElector, default_identity
 from kubesched.kube._plugin_client import PluginAPIClient
 from kubesched.kube._ratelimit import TokenBucket
@@ -78,6 +80,7 @@ from kubesched.kube._secrets import get_secret
 
 __all__ = [
     "ACTION_BINDING",
+    "ACTION_PREEMPTING",
     "ACTION_SCHEDULING",
     "DEFAULT_BURST",
     "DEFAULT_QPS",
@@ -90,6 +93,7 @@ __all__ = [
     "Backoff",
     "BadRequest",
     "Conflict",
+    "ConnectionPool",
     "EventHandler",
     "EventRecorder",
     "EventSeries",
@@ -116,6 +120,7 @@ __all__ = [
     "TemporaryAPIError",
     "TokenBucket",
     "TooManyRequests",
+    "TransportError",
     "Unauthorized",
     "api_path",
     "bind",

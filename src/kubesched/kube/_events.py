@@ -42,6 +42,7 @@ from kubesched.kube._errors import (
 
 __all__ = [
     "ACTION_BINDING",
+    "ACTION_PREEMPTING",
     "ACTION_SCHEDULING",
     "EVENT_TYPE_NORMAL",
     "EVENT_TYPE_WARNING",
@@ -61,6 +62,7 @@ EVENT_TYPE_NORMAL: Final = "Normal"
 EVENT_TYPE_WARNING: Final = "Warning"
 ACTION_SCHEDULING: Final = "Scheduling"
 ACTION_BINDING: Final = "Binding"
+ACTION_PREEMPTING: Final = "Preempting"
 
 #: The API server rejects a longer ``note`` (events/v1 validation).
 NOTE_LENGTH_LIMIT: Final = 1024

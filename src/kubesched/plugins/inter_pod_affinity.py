@@ -29,8 +29,12 @@ from kubesched.api import (
     PodAffinityTerm,
     WeightedPodAffinityTerm,
 )
-from kubesched.config import InterPodAffinityArgs, decode_args
-from kubesched.config._names import is_qualified_name, is_valid_label_value
+from kubesched.config import (
+    InterPodAffinityArgs,
+    decode_args,
+    is_qualified_name,
+    is_valid_label_value,
+)
 from kubesched.framework import (
     MAX_NODE_SCORE,
     SKIP,

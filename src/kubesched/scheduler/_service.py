@@ -46,6 +46,11 @@ from kubesched.framework import (
     watched_kinds,
 )
 from kubesched.kube import (
+    ACTION_BINDING,
+    ACTION_PREEMPTING,
+    ACTION_SCHEDULING,
+    EVENT_TYPE_NORMAL,
+    EVENT_TYPE_WARNING,
     APIClient,
     EventRecorder,
     LeaderElector,
@@ -184,9 +189,9 @@ class _Writer:
     def _record_scheduled(recorder: EventRecorder, pod: Pod, node: str) -> None:
         recorder.event(
             pod,
-            type="Normal",
+            type=EVENT_TYPE_NORMAL,
             reason="Scheduled",
-            action="Binding",
+            action=ACTION_BINDING,
             note=f"Successfully assigned {pod.metadata.namespace}/{pod.metadata.name} to {node}",
         )
 
@@ -194,7 +199,11 @@ class _Writer:
         self, pod: Pod, reason: str, message: str, profile: str, nominated_node: str | None
     ) -> None:
         self.recorders[profile].event(
-            pod, type="Warning", reason="FailedScheduling", action="Scheduling", note=message
+            pod,
+            type=EVENT_TYPE_WARNING,
+            reason="FailedScheduling",
+            action=ACTION_SCHEDULING,
+            note=message,
         )
         condition = PodCondition(
             type="PodScheduled", status="False", reason=reason, message=message
@@ -249,9 +258,9 @@ class _Writer:
     def preempted(self, victim: Pod, preemptor: Pod, node: str, profile: str) -> None:
         self.recorders[profile].event(
             victim,
-            type="Normal",
+            type=EVENT_TYPE_NORMAL,
             reason="Preempted",
-            action="Preempting",
+            action=ACTION_PREEMPTING,
             note=f"Preempted by pod {preemptor.metadata.uid} on node {node}",
             related=preemptor,
         )
