@@ -1,7 +1,22 @@
 from __future__ import annotations
 
 from builders import make_node, make_pod
-from kubesched.framework import NodeContent, PodInfo, Snapshot
+from kubesched.api import Node
+from kubesched.framework import NodeContent, NodeInfo, PodInfo, Snapshot
+
+
+def readded_at_generation(s: Snapshot, node: Node, generation: int) -> NodeInfo:
+    """``node`` removed and added anew (a new NodeInfo) as ``node``, then updated until its
+    generation is ``generation``: the same generation, another identity."""
+    name = node.metadata.name
+    s.remove_node(name)
+    s.set_node(node)
+    info = s.get(name)
+    assert info is not None
+    while info.generation < generation:
+        s.set_node(node)
+    assert info.generation == generation
+    return info
 
 
 def test_node_content_holds_while_the_node_has_the_content_seen() -> None:
@@ -29,13 +44,6 @@ def test_node_content_of_a_node_added_anew_does_not_hold_at_the_same_generation(
     before = s.get("n")
     assert before is not None
     seen = NodeContent.of(before)
-    s.remove_node("n")
-    smaller = make_node("n", cpu="1", memory="1Gi")
-    s.set_node(smaller)
-    after = s.get("n")
-    assert after is not None
+    after = readded_at_generation(s, make_node("n", cpu="1", memory="1Gi"), seen.generation)
     assert after is not before
-    while after.generation < seen.generation:
-        s.set_node(smaller)
-    assert after.generation == seen.generation
     assert not seen.holds(after)
