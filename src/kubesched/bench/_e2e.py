@@ -485,7 +485,7 @@ async def _measure(
         if shape.csi_node is not None:
             make_csi_node = shape.csi_node
             errors += await creator.create_all(
-                "/apis/storage.k8s.io/v1/csinodes",
+                api_path("csinodes", group_version="storage.k8s.io/v1"),
                 [encoder.encode(make_csi_node(shape.node_name(i))) for i in range(nodes)],
                 what=f"creating {nodes} CSINodes",
                 within=within,
