@@ -52,6 +52,7 @@ from kubesched.kube import (
     EVENT_TYPE_NORMAL,
     EVENT_TYPE_WARNING,
     APIClient,
+    Conflict,
     EventRecorder,
     LeaderElector,
     NotFound,
@@ -145,6 +146,16 @@ class _Binder(PluginAPIClient):
             path += "/status"
         claim: ResourceClaim = await self._client.patch(path, patch, type=ResourceClaim)
         return claim
+
+    async def get_resource_claim(self, namespace: str, name: str) -> ResourceClaim:
+        path = api_path(
+            "resourceclaims", namespace=namespace, name=name, group_version="resource.k8s.io/v1"
+        )
+        claim: ResourceClaim = await self._client.get(path, type=ResourceClaim)
+        return claim
+
+    def is_conflict(self, error: BaseException) -> bool:
+        return isinstance(error, Conflict)
 
 
 class _Writer:

@@ -169,6 +169,12 @@ class _MemoryClient:
     ) -> ResourceClaim:
         return await self.storage.patch_resource_claim(namespace, name, patch, status=status)
 
+    async def get_resource_claim(self, namespace: str, name: str) -> ResourceClaim:
+        return await self.storage.get_resource_claim(namespace, name)
+
+    def is_conflict(self, error: BaseException) -> bool:
+        return self.storage.is_conflict(error)
+
 
 @dataclass
 class _Record:

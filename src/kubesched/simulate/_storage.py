@@ -128,6 +128,16 @@ class MemoryStorage:
             raise NotFound(404, "NotFound", f'resourceclaims.resource.k8s.io "{name}" not found')
         return self._apply(current, patch)
 
+    async def get_resource_claim(self, namespace: str, name: str) -> ResourceClaim:
+        current = self.snapshot.objects.get(ResourceClaim, name, namespace)
+        if current is None:
+            raise NotFound(404, "NotFound", f'resourceclaims.resource.k8s.io "{name}" not found')
+        return current
+
+    @staticmethod
+    def is_conflict(error: BaseException) -> bool:
+        return isinstance(error, Conflict)
+
     def _provision(self, pvc: PersistentVolumeClaim, node: str) -> PersistentVolumeClaim:
         """What a provisioner and the PV controller would do for a claim selected for ``node``."""
         info = self.snapshot.get(node)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -113,12 +114,34 @@ RESOURCE_SLICE_KIND = WatchedKind(
 
 @runtime_checkable
 class ResourceClaimAPIClient(APIClient, Protocol):
-    """An :class:`APIClient` that also writes ResourceClaims: JSON merge patches, of the
-    claim or (``status``) of its status subresource."""
+    """An :class:`APIClient` that also reads and writes ResourceClaims: JSON merge patches, of
+    the claim or (``status``) of its status subresource."""
 
     async def patch_resource_claim(
         self, namespace: str, name: str, patch: Mapping[str, Any], *, status: bool = False
     ) -> ResourceClaim: ...
+
+    async def get_resource_claim(self, namespace: str, name: str) -> ResourceClaim: ...
+
+    def is_conflict(self, error: BaseException) -> bool:
+        """Whether ``error`` is a write refused because the object changed since the
+        ``resourceVersion`` it named (409 ``Conflict``)."""
+        ...
+
+
+#: ``retry.DefaultRetry``: attempts of a claim write refused as a conflict, and the pause
+#: between them (seconds, plus up to 10% jitter).
+CONFLICT_RETRY_STEPS = 5
+CONFLICT_RETRY_DELAY = 0.01
+
+
+class _WriteError(Exception):
+    """A claim write the API server refused: the message to report, and its cause (which the
+    client tells a conflict by)."""
+
+    def __init__(self, message: str, cause: BaseException) -> None:
+        super().__init__(message)
+        self.cause = cause
 
 
 def _unschedulable(message: str) -> Status:
@@ -524,7 +547,12 @@ class DynamicResources(
 
     async def _bind_claim(self, s: _State, index: int, pod: Pod) -> ResourceClaim:
         """``bindClaim``: the finalizer, then the allocation Reserve made and the pod in
-        ``reservedFor``, each write conditional on the claim not having changed meanwhile."""
+        ``reservedFor``, each write conditional on the claim not having changed meanwhile.
+
+        A write refused as a conflict (another pod sharing the claim got its reservation in
+        first) reads the claim again and starts over, as ``retry.RetryOnConflict`` with
+        ``retry.DefaultRetry`` does upstream: up to five attempts, 10 ms apart.
+        """
         client = self.handle.client
         if not isinstance(client, ResourceClaimAPIClient):
             raise RuntimeError("the front end cannot write resource claims")
@@ -533,50 +561,68 @@ class DynamicResources(
         meta = claim.metadata
         uid = meta.uid
         try:
-            if meta.deletion_timestamp is not None:
-                raise RuntimeError(f"claim {claim_ref(claim)} got deleted in the meantime")
-            if allocation is not None and FINALIZER not in meta.finalizers:
-                claim = await client.patch_resource_claim(
-                    meta.namespace,
-                    meta.name,
-                    {
-                        "metadata": {
-                            "resourceVersion": meta.resource_version,
-                            "finalizers": [*meta.finalizers, FINALIZER],
-                        }
-                    },
-                )
-            status: dict[str, Any] = {
-                "reservedFor": [
-                    *(msgspec.to_builtins(r) for r in claim.status.reserved_for),
-                    {"resource": "pods", "name": pod.metadata.name, "uid": pod.metadata.uid},
-                ]
-            }
-            if allocation is not None:
-                if claim.status.allocation is not None:
-                    raise RuntimeError(
-                        f"claim {claim_ref(claim)} got allocated elsewhere in the meantime"
-                    )
-                status["allocation"] = msgspec.to_builtins(allocation)
-            try:
-                claim = await client.patch_resource_claim(
-                    meta.namespace,
-                    meta.name,
-                    {
-                        "metadata": {"resourceVersion": claim.metadata.resource_version},
-                        "status": status,
-                    },
-                    status=True,
-                )
-            except Exception as e:
-                what = "allocation and reservation" if allocation is not None else "reservation"
-                raise RuntimeError(f"add {what} to claim {claim_ref(claim)}: {e}") from e
-            self._assumed[uid] = claim
-            self._changes += 1
-            return claim
+            for attempt in range(CONFLICT_RETRY_STEPS):
+                if attempt:
+                    await asyncio.sleep(CONFLICT_RETRY_DELAY * (1 + random.random() * 0.1))
+                    try:
+                        claim = await client.get_resource_claim(meta.namespace, meta.name)
+                    except Exception as e:
+                        raise RuntimeError(
+                            f"get updated claim {claim_ref(claim)} after conflict: {e}"
+                        ) from e
+                try:
+                    claim = await self._write_binding(client, claim, allocation, pod)
+                except _WriteError as e:
+                    if attempt + 1 < CONFLICT_RETRY_STEPS and client.is_conflict(e.cause):
+                        log.debug("retrying update of claim %s after conflict", claim_ref(claim))
+                        continue
+                    raise RuntimeError(str(e)) from e.cause
+                self._assumed[uid] = claim
+                self._changes += 1
+                return claim
+            raise AssertionError("unreachable: the last attempt returns or raises")
         finally:
             if allocation is not None and self._in_flight.pop(uid, None) is not None:
                 self._changes += 1
+
+    @staticmethod
+    async def _write_binding(
+        client: ResourceClaimAPIClient, claim: ResourceClaim, allocation: Any, pod: Pod
+    ) -> ResourceClaim:
+        """One attempt of ``bindClaim``'s writes on ``claim`` as last read."""
+        meta = claim.metadata
+        if meta.deletion_timestamp is not None:
+            raise RuntimeError(f"claim {claim_ref(claim)} got deleted in the meantime")
+        if allocation is not None:
+            if claim.status.allocation is not None:
+                raise RuntimeError(
+                    f"claim {claim_ref(claim)} got allocated elsewhere in the meantime"
+                )
+            if FINALIZER not in meta.finalizers:
+                patch = {
+                    "metadata": {
+                        "resourceVersion": meta.resource_version,
+                        "finalizers": [*meta.finalizers, FINALIZER],
+                    }
+                }
+                try:
+                    claim = await client.patch_resource_claim(meta.namespace, meta.name, patch)
+                except Exception as e:
+                    raise _WriteError(f"add finalizer to claim {claim_ref(claim)}: {e}", e) from e
+        status: dict[str, Any] = {
+            "reservedFor": [
+                *(msgspec.to_builtins(r) for r in claim.status.reserved_for),
+                {"resource": "pods", "name": pod.metadata.name, "uid": pod.metadata.uid},
+            ]
+        }
+        if allocation is not None:
+            status["allocation"] = msgspec.to_builtins(allocation)
+        patch = {"metadata": {"resourceVersion": claim.metadata.resource_version}, "status": status}
+        try:
+            return await client.patch_resource_claim(meta.namespace, meta.name, patch, status=True)
+        except Exception as e:
+            what = "allocation and reservation" if allocation is not None else "reservation"
+            raise _WriteError(f"add {what} to claim {claim_ref(claim)}: {e}", e) from e
 
     def _spawn(self, coro: Any) -> None:
         try:

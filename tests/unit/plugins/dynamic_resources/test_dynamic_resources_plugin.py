@@ -20,6 +20,7 @@ from kubesched.api import (
 )
 from kubesched.config import default_config
 from kubesched.framework import Code, CycleState, Handle, Nodes, QueueingHint, Snapshot, Status
+from kubesched.kube import Conflict
 from kubesched.plugins import default_registry
 from kubesched.plugins.dynamic_resources import (
     ERR_CANNOT_ALLOCATE,
@@ -97,6 +98,12 @@ class _Client:
         self, namespace: str, name: str, patch: Any, *, status: bool = False
     ) -> ResourceClaim:
         return await self.storage.patch_resource_claim(namespace, name, patch, status=status)
+
+    async def get_resource_claim(self, namespace: str, name: str) -> ResourceClaim:
+        return await self.storage.get_resource_claim(namespace, name)
+
+    def is_conflict(self, error: BaseException) -> bool:
+        return self.storage.is_conflict(error)
 
 
 class Cluster:
@@ -185,27 +192,24 @@ def test_unreserve_releases_the_devices_allocated_in_flight() -> None:
     assert verdicts["node-a"] is None
 
 
-def test_shared_claim_already_allocated_is_reserved_for_one_more_pod() -> None:
-    allocated = {
-        "allocation": {
-            "devices": {
-                "results": [
-                    {"request": "gpu", "driver": DRIVER, "pool": "node-a", "device": "gpu-0"}
-                ]
-            },
-            "nodeSelector": {
-                "nodeSelectorTerms": [
-                    {
-                        "matchFields": [
-                            {"key": "metadata.name", "operator": "In", "values": ["node-a"]}
-                        ]
-                    }
-                ]
-            },
+#: Claim ``shared``: allocated gpu-0 on node-a, reserved for pod ``first``.
+ALLOCATED_ON_A = {
+    "allocation": {
+        "devices": {
+            "results": [{"request": "gpu", "driver": DRIVER, "pool": "node-a", "device": "gpu-0"}]
         },
-        "reservedFor": [{"resource": "pods", "name": "first", "uid": "first-uid"}],
-    }
-    c = Cluster(gpu_class(), gpus("node-a", "gpu-0"), gpu_claim("shared", **allocated))
+        "nodeSelector": {
+            "nodeSelectorTerms": [
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-a"]}]}
+            ]
+        },
+    },
+    "reservedFor": [{"resource": "pods", "name": "first", "uid": "first-uid"}],
+}
+
+
+def test_shared_claim_already_allocated_is_reserved_for_one_more_pod() -> None:
+    c = Cluster(gpu_class(), gpus("node-a", "gpu-0"), gpu_claim("shared", **ALLOCATED_ON_A))
     pod = claiming("second", "shared")
     state, status, verdicts = c.verdicts(pod)
     assert status is None
@@ -214,6 +218,55 @@ def test_shared_claim_already_allocated_is_reserved_for_one_more_pod() -> None:
     assert asyncio.run(c.plugin.pre_bind(state, pod, "node-a")) is None
     reserved = [r.name for r in c.claim("shared").status.reserved_for]
     assert reserved == ["first", "second"]
+
+
+def test_pods_sharing_a_claim_both_reserve_it_reading_it_again_after_a_conflict() -> None:
+    """Two pods decided on the same version of a shared claim: the second's write is refused
+    as a conflict, and it reads the claim again and adds itself (``RetryOnConflict``)."""
+    c = Cluster(gpu_class(), gpus("node-a", "gpu-0"), gpu_claim("shared", **ALLOCATED_ON_A))
+    pods = [claiming(name, "shared") for name in ("second", "third")]
+    states = [c.verdicts(pod)[0] for pod in pods]
+
+    async def bind_both() -> list[Status | None]:
+        pairs = zip(states, pods, strict=True)
+        return [await c.plugin.pre_bind(s, pod, "node-a") for s, pod in pairs]
+
+    assert asyncio.run(bind_both()) == [None, None]
+    reserved = [r.name for r in c.claim("shared").status.reserved_for]
+    assert reserved == ["first", "second", "third"]
+
+
+class _AlwaysConflicting(_Client):
+    """Every claim write refused as a conflict; reads counted."""
+
+    def __init__(self, storage: MemoryStorage) -> None:
+        super().__init__(storage)
+        self.writes = self.reads = 0
+
+    async def patch_resource_claim(
+        self, namespace: str, name: str, patch: Any, *, status: bool = False
+    ) -> ResourceClaim:
+        self.writes += 1
+        raise Conflict(409, "Conflict", "the object has been modified")
+
+    async def get_resource_claim(self, namespace: str, name: str) -> ResourceClaim:
+        self.reads += 1
+        return await super().get_resource_claim(namespace, name)
+
+
+def test_a_claim_write_refused_as_a_conflict_five_times_fails_the_binding() -> None:
+    c = Cluster(gpu_class(), gpus("node-a", "gpu-0"), gpu_claim("shared", **ALLOCATED_ON_A))
+    client = _AlwaysConflicting(c.storage)
+    c.plugin = DynamicResources(cast(Handle, _Handle(c.snapshot, client)))
+    pod = claiming("second", "shared")
+    state, _, _ = c.verdicts(pod)
+    status = asyncio.run(c.plugin.pre_bind(state, pod, "node-a"))
+    assert status is not None
+    assert status.code == Code.ERROR
+    assert status.message == (
+        "add reservation to claim default/shared: 409 Conflict: the object has been modified"
+    )
+    assert (client.writes, client.reads) == (5, 4)
 
 
 def test_missing_claim_class_and_template_claim_keep_the_pod_out() -> None:
