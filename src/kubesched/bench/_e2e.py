@@ -31,13 +31,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import functools
 import itertools
 import os
 import sys
 import time
 import traceback
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,7 @@ from typing import Any
 import msgspec
 import yaml
 
-from kubesched.api import Namespace, Node, ObjectList, Pod
+from kubesched.api import ANN_POD_CLAIM_NAME, Namespace, Node, ObjectList, Pod, ResourceClaim
 from kubesched.bench._errors import BenchError, RunFailedError
 from kubesched.bench._events import settled_scheduled_events
 from kubesched.bench._http import FastClient
@@ -54,7 +55,17 @@ from kubesched.bench._proc import ProcessSample, sample
 from kubesched.bench._progress import Progress, Silent
 from kubesched.bench._retry import APIUnavailableError, patiently
 from kubesched.bench._stats import Summary, percentile, throughput_series
-from kubesched.bench._workloads import CHURN_RECREATE, Churn, Workload
+from kubesched.bench._workloads import (
+    CHURN_RECREATE,
+    RESOURCE_API,
+    Churn,
+    Json,
+    Workload,
+    device_class,
+    resource_claim,
+    resource_claim_template,
+    resource_slice,
+)
 from kubesched.kube import AlreadyExists, APIClient, NotFound, api_path
 
 #: The schedulers measured; ``binder`` decides nothing (the API server's ceiling: hack/binder,
@@ -205,6 +216,8 @@ class _PodTimes:
     def __init__(self) -> None:
         self.added: dict[str, float] = {}
         self.bound: dict[str, float] = {}
+        #: Each pod's uid, for the ResourceClaims made for it.
+        self.uids: dict[str, str] = {}
         self.changed = asyncio.Event()
         self.last_event = time.monotonic()
 
@@ -212,6 +225,7 @@ class _PodTimes:
         now = self.last_event = time.monotonic()
         name = obj.metadata.name
         self.added.setdefault(name, now)
+        self.uids[name] = obj.metadata.uid
         if obj.spec.node_name and name not in self.bound:
             self.bound[name] = now
             self.changed.set()
@@ -345,6 +359,135 @@ async def _create_volumes(
             content_type=_MERGE_PATCH if method == "PATCH" else "application/json",
             connections=CREATE_CONCURRENCY,
         )
+    return errors
+
+
+async def _create_devices(
+    creator: FastClient, shape: Workload, nodes: int, namespaces: Sequence[str], *, within: float
+) -> list[str]:
+    """DRA's objects before any pod: the DeviceClass, each node's ResourceSlice
+    (``createResourceDriver``) and each namespace's ResourceClaimTemplate. The errors of those
+    the API server turned away."""
+    encoder = msgspec.json.Encoder()
+    templates = [resource_claim_template(ns) for ns in namespaces]
+    errors: list[str] = []
+    for path, objects in (
+        (api_path("deviceclasses", group_version=RESOURCE_API), [device_class()]),
+        (
+            api_path("resourceslices", group_version=RESOURCE_API),
+            [resource_slice(shape.node_name(i), shape.devices_per_node) for i in range(nodes)],
+        ),
+        (
+            [
+                api_path("resourceclaimtemplates", namespace=ns, group_version=RESOURCE_API)
+                for ns in namespaces
+            ],
+            templates,
+        ),
+    ):
+        errors += await creator.create_all(
+            path,
+            [encoder.encode(o) for o in objects],
+            what="creating the DeviceClass, ResourceSlices and ResourceClaimTemplates",
+            within=within,
+            connections=CREATE_CONCURRENCY,
+        )
+    return errors
+
+
+def _pod_claims(pods: Sequence[Json], source: str) -> Iterator[tuple[Json, Json]]:
+    """Each pod with each of its ``spec.resourceClaims`` entries that names a ``source``."""
+    for pod in pods:
+        for claim in pod["spec"].get("resourceClaims", ()):
+            if claim.get(source) is not None:
+                yield pod, claim
+
+
+def _from_templates(pods: Sequence[Json]) -> bool:
+    return any(True for _ in _pod_claims(pods, "resourceClaimTemplateName"))
+
+
+async def _create_shared_claims(
+    creator: FastClient, pods: Sequence[Json], made: set[tuple[str, str]], *, within: float
+) -> list[str]:
+    """The ResourceClaims ``pods`` name that are not ``made`` yet, before the pods
+    (``resourceclaim.yaml`` ahead of ``pod-with-claim-ref.yaml``)."""
+    claims: list[Json] = []
+    for pod, entry in _pod_claims(pods, "resourceClaimName"):
+        key = (pod["metadata"]["namespace"], entry["resourceClaimName"])
+        if key not in made:
+            made.add(key)
+            claims.append(resource_claim(key[1], key[0]))
+    if not claims:
+        return []
+    encoder = msgspec.json.Encoder()
+    return await creator.create_all(
+        [
+            api_path(
+                "resourceclaims", namespace=c["metadata"]["namespace"], group_version=RESOURCE_API
+            )
+            for c in claims
+        ],
+        [encoder.encode(c) for c in claims],
+        what=f"creating {len(claims)} ResourceClaims",
+        within=within,
+        connections=CREATE_CONCURRENCY,
+    )
+
+
+async def _claims_from_templates(
+    creator: FastClient, pods: Sequence[Json], uids: Mapping[str, str], *, within: float
+) -> list[str]:
+    """What the resourceclaim controller does for each pod claim from a template: a
+    ResourceClaim of the template's spec, owned by the pod and annotated with the claim's name
+    (here ``<pod>-<claim>``, not generated), then the pod's ``status.resourceClaimStatuses``
+    naming it. The errors of the writes the API server turned away."""
+    claims: list[Json] = []
+    statuses: dict[tuple[str, str], list[Json]] = {}
+    for pod, entry in _pod_claims(pods, "resourceClaimTemplateName"):
+        meta = pod["metadata"]
+        namespace, pod_name = meta["namespace"], meta["name"]
+        name = f"{pod_name}-{entry['name']}"
+        claim = resource_claim(name, namespace)
+        claim["spec"] = copy.deepcopy(resource_claim_template(namespace)["spec"]["spec"])
+        claim["metadata"]["annotations"] = {ANN_POD_CLAIM_NAME: entry["name"]}
+        claim["metadata"]["ownerReferences"] = [
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "name": pod_name,
+                "uid": uids[pod_name],
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
+        claims.append(claim)
+        statuses.setdefault((namespace, pod_name), []).append(
+            {"name": entry["name"], "resourceClaimName": name}
+        )
+    encoder = msgspec.json.Encoder()
+    what = f"creating {len(claims)} ResourceClaims from templates"
+    errors = await creator.create_all(
+        [
+            api_path(
+                "resourceclaims", namespace=c["metadata"]["namespace"], group_version=RESOURCE_API
+            )
+            for c in claims
+        ],
+        [encoder.encode(c) for c in claims],
+        what=what,
+        within=within,
+        connections=CREATE_CONCURRENCY,
+    )
+    errors += await creator.send_all(
+        "PATCH",
+        [api_path("pods", namespace=ns, name=p, subresource="status") for ns, p in statuses],
+        [encoder.encode({"status": {"resourceClaimStatuses": s}}) for s in statuses.values()],
+        what=what,
+        within=within,
+        content_type=_MERGE_PATCH,
+        connections=CREATE_CONCURRENCY,
+    )
     return errors
 
 
@@ -492,6 +635,12 @@ async def _measure(
                 connections=CREATE_CONCURRENCY,
             )
 
+        run_namespaces = [n["metadata"]["name"] for n in shape.make_namespaces(NAMESPACE)]
+        if shape.devices_per_node:
+            progress.note(f"[{which}] creating {nodes} ResourceSlices")
+            errors += await _create_devices(creator, shape, nodes, run_namespaces, within=within)
+        shared_claims: set[tuple[str, str]] = set()
+
         async def create_volumes(pods: Sequence[str], namespaces: Sequence[str]) -> None:
             nonlocal errors
             progress.note(f"[{which}] creating {len(pods)} volumes and claims")
@@ -545,11 +694,15 @@ async def _measure(
             namespaces = [shape.init_namespace(i, NAMESPACE) for i in range(init_pods)]
             if shape.has_volume(init=True):
                 await create_volumes(init_names, namespaces)
-            bar = progress.bar(f"[{which}] creating init pods", init_pods)
-            bodies = [
-                encoder.encode(shape.make_init_pod(i, name, namespace))
+            init_objects = [
+                shape.make_init_pod(i, name, namespace)
                 for i, (name, namespace) in enumerate(zip(init_names, namespaces, strict=True))
             ]
+            errors += await _create_shared_claims(
+                creator, init_objects, shared_claims, within=within
+            )
+            bar = progress.bar(f"[{which}] creating init pods", init_pods)
+            bodies = [encoder.encode(p) for p in init_objects]
             errors += await creator.create_all(
                 [api_path("pods", namespace=namespace) for namespace in namespaces],
                 bodies,
@@ -559,6 +712,11 @@ async def _measure(
                 on_done=bar.update,
             )
             bar.close()
+            if _from_templates(init_objects):
+                await wait_seen(init_names)
+                errors += await _claims_from_templates(
+                    creator, init_objects, times.uids, within=within
+                )
             if not shape.init_pods_bind:
                 await wait_seen(init_names)
             elif (
@@ -575,10 +733,10 @@ async def _measure(
                 errors.append(f"init pods: {init_pods - times.bound_among(init_names)} not bound")
 
         names = running.measured = [f"pod-{i:05d}" for i in range(measured_pods)]
-        bodies = [
-            encoder.encode(shape.make_pod(init_pods + i, name, NAMESPACE))
-            for i, name in enumerate(names)
+        measured_objects = [
+            shape.make_pod(init_pods + i, name, NAMESPACE) for i, name in enumerate(names)
         ]
+        bodies = [encoder.encode(p) for p in measured_objects]
         if shape.has_volume(init=False):
             # Before the measured phase in either arrival: upstream creates each pod's volume
             # just before the pod; here the volumes' writes stay out of the measured window.
@@ -587,6 +745,9 @@ async def _measure(
 
         async def create() -> None:
             nonlocal errors
+            errors += await _create_shared_claims(
+                creator, measured_objects, shared_claims, within=within
+            )
             errors += await creator.create_all(
                 pods_path,
                 bodies,
@@ -595,6 +756,11 @@ async def _measure(
                 connections=CREATE_CONCURRENCY,
             )
             created_at.append(time.monotonic())
+            if _from_templates(measured_objects):
+                await wait_seen(names)
+                errors += await _claims_from_templates(
+                    creator, measured_objects, times.uids, within=within
+                )
 
         churn_objects = 0
 
@@ -712,8 +878,22 @@ async def _measure(
             what="listing the nodes",
             within=within,
         )
+        all_claims = (
+            await patiently(
+                lambda: client.list(
+                    api_path("resourceclaims", group_version=RESOURCE_API),
+                    type=ObjectList[ResourceClaim],
+                ),
+                what="listing the ResourceClaims",
+                within=within,
+            )
+            if shape.devices_per_node
+            else ObjectList[ResourceClaim]()
+        )
 
-    placement = check_placement(all_nodes.items, all_pods.items, all_namespaces.items)
+    placement = check_placement(
+        all_nodes.items, all_pods.items, all_namespaces.items, all_claims.items
+    )
     final = {p.metadata.name: p.spec.node_name for p in all_pods.items}
     # Measured pods must all be there, bound; init pods that bind must be bound if still there
     # (preemption deletes some); gated init pods and churn pods are never bound.

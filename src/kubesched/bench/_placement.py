@@ -24,16 +24,20 @@ from kubesched.api import (
     NODE_INCLUSION_POLICY_IGNORE,
     TAINT_EFFECT_NO_EXECUTE,
     TAINT_EFFECT_NO_SCHEDULE,
+    ClaimNameError,
     Namespace,
     Node,
     Pod,
     PodAffinityTerm,
+    ResourceClaim,
     TopologySpreadConstraint,
+    claim_reserved_for_pod,
     find_untolerated_taint,
     label_selector_matches,
     node_allocatable,
     node_selector_matches,
     pod_requests,
+    resource_claim_name,
 )
 from kubesched.bench._stats import NodeUsage, cpu_fraction_spread, overcommitted_nodes
 
@@ -232,11 +236,54 @@ def spread_violations(nodes: dict[str, Node], pods: Sequence[Pod]) -> list[str]:
     return out
 
 
+def claim_violations(
+    nodes: Mapping[str, Node], pods: Sequence[Pod], claims: Iterable[ResourceClaim]
+) -> list[str]:
+    """Bound pods whose ResourceClaims are missing, unallocated, allocated on a node selector
+    their node does not pass or not reserved for them; devices allocated to two claims."""
+    by_key = {f"{c.metadata.namespace}/{c.metadata.name}": c for c in claims}
+    out: list[str] = []
+    holders: dict[tuple[str, str, str], str] = {}
+    for key, held in by_key.items():
+        allocation = held.status.allocation
+        for result in allocation.devices.results if allocation is not None else ():
+            device = (result.driver, result.pool, result.device)
+            other = holders.setdefault(device, key)
+            if other != key:
+                out.append(f"device {'/'.join(device)} allocated to {other} and {key}")
+    for pod in pods:
+        node = nodes[pod.spec.node_name]
+        where = f"{pod.key} on {node.metadata.name}"
+        for index in range(len(pod.spec.resource_claims)):
+            try:
+                name, _ = resource_claim_name(pod, index)
+            except ClaimNameError as err:
+                out.append(f"{where}: {err}")
+                continue
+            claim = by_key.get(f"{pod.metadata.namespace}/{name}")
+            allocation = None if claim is None else claim.status.allocation
+            if claim is None or allocation is None:
+                out.append(f"{where}: claim {name} not allocated")
+                continue
+            selector = allocation.node_selector
+            if selector is not None and not node_selector_matches(
+                selector, node.metadata.labels, node.metadata.name
+            ):
+                out.append(f"{where}: claim {name} allocated for other nodes")
+            if not claim_reserved_for_pod(pod, claim):
+                out.append(f"{where}: claim {name} not reserved for it")
+    return out
+
+
 def check_placement(
-    nodes: Iterable[Node], pods: Iterable[Pod], namespaces: Iterable[Namespace] = ()
+    nodes: Iterable[Node],
+    pods: Iterable[Pod],
+    namespaces: Iterable[Namespace] = (),
+    claims: Iterable[ResourceClaim] = (),
 ) -> Placement:
     """Usage per node from the pods bound to it (``spec.nodeName`` set), then the checks;
-    ``namespaces`` give the labels that pod affinity terms' namespace selectors select by."""
+    ``namespaces`` give the labels that pod affinity terms' namespace selectors select by,
+    ``claims`` the ResourceClaims the pods' claims name."""
     by_name = {n.metadata.name: n for n in nodes}
     labels = {n.metadata.name: n.metadata.labels for n in namespaces}
     usages = {name: NodeUsage(name, dict(node_allocatable(node))) for name, node in by_name.items()}
@@ -260,6 +307,7 @@ def check_placement(
     violations += anti_affinity_violations(by_name, placed, labels)
     violations += affinity_violations(by_name, placed, labels)
     violations += spread_violations(by_name, placed)
+    violations += claim_violations(by_name, placed, claims)
     values = list(usages.values())
     fractions = [u.cpu_fraction() for u in values]
     return Placement(
@@ -277,6 +325,7 @@ __all__ = [
     "affinity_violations",
     "anti_affinity_violations",
     "check_placement",
+    "claim_violations",
     "constraint_violation",
     "spread_violations",
 ]

@@ -454,6 +454,122 @@ def pvc(name: str, namespace: str, volume: str) -> Json:
     }
 
 
+#: The driver of scheduler_perf's ``createResourceDriver`` (DRA), its DeviceClass
+#: (``deviceclass.yaml``), the ResourceClaimTemplate of ``resourceclaimtemplate.yaml`` and the
+#: pod claim of the ``pod-with-claim-*`` templates.
+DRA_DRIVER = "test-driver.cdi.k8s.io"
+DEVICE_CLASS = "test-class"
+CLAIM_TEMPLATE = "test-claim-template"
+POD_CLAIM = "resource"
+#: ``pod-with-claim-ref.yaml``: five pods share each ResourceClaim.
+PODS_PER_CLAIM = 5
+RESOURCE_API = "resource.k8s.io/v1"
+
+
+def node_with_dra_test_driver(index: int, name: str) -> Json:
+    """``node-with-dra-test-driver.yaml``: ``node-default`` labelled ``node-with-dra``."""
+    node = node_default(name)
+    node["metadata"]["labels"]["node-with-dra"] = "true"
+    return node
+
+
+def device_class() -> Json:
+    """``deviceclass.yaml``: the devices of :data:`DRA_DRIVER`, by a CEL selector."""
+    return {
+        "apiVersion": RESOURCE_API,
+        "kind": "DeviceClass",
+        "metadata": {"name": DEVICE_CLASS},
+        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRA_DRIVER}"'}}]},
+    }
+
+
+def resource_slice(node: str, devices: int) -> Json:
+    """``createResourceDriver``'s ResourceSlice of ``node``: a pool of its own with ``devices``
+    devices ``instance-<i>``, each with upstream's attributes and 1Gi of memory."""
+    return {
+        "apiVersion": RESOURCE_API,
+        "kind": "ResourceSlice",
+        "metadata": {"name": node},
+        "spec": {
+            "driver": DRA_DRIVER,
+            "nodeName": node,
+            "pool": {"name": node, "resourceSliceCount": 1},
+            "devices": [
+                {
+                    "name": f"instance-{i}",
+                    "attributes": {
+                        "model": {"string": "A100"},
+                        "family": {"string": "GPU"},
+                        "driverVersion": {"version": "1.2.3"},
+                        "dra.example.com/numa": {"int": i},
+                    },
+                    "capacity": {"memory": {"value": "1Gi"}},
+                }
+                for i in range(devices)
+            ],
+        },
+    }
+
+
+def _claim_spec() -> Json:
+    return {
+        "devices": {"requests": [{"name": "req-0", "exactly": {"deviceClassName": DEVICE_CLASS}}]}
+    }
+
+
+def resource_claim(name: str, namespace: str) -> Json:
+    """``resourceclaim.yaml``: one device of :data:`DEVICE_CLASS`."""
+    return {
+        "apiVersion": RESOURCE_API,
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": _claim_spec(),
+    }
+
+
+def resource_claim_template(namespace: str) -> Json:
+    """``resourceclaimtemplate.yaml``: claims of one device of :data:`DEVICE_CLASS`."""
+    return {
+        "apiVersion": RESOURCE_API,
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": CLAIM_TEMPLATE, "namespace": namespace},
+        "spec": {"spec": _claim_spec()},
+    }
+
+
+def _claiming(name: str, namespace: str, image: str, source: Json) -> Json:
+    """A pause pod whose container uses pod claim :data:`POD_CLAIM` from ``source``."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "containers": [
+                {"name": "pause", "image": image, "resources": {"claims": [{"name": POD_CLAIM}]}}
+            ],
+            "resourceClaims": [{"name": POD_CLAIM, **source}],
+        },
+    }
+
+
+def pod_with_claim_template(name: str, namespace: str) -> Json:
+    """``pod-with-claim-template.yaml``: a claim of its own from :data:`CLAIM_TEMPLATE`."""
+    return _claiming(name, namespace, PAUSE_IMAGE, {"resourceClaimTemplateName": CLAIM_TEMPLATE})
+
+
+def shared_claim_name(index: int) -> str:
+    """The ResourceClaim pod ``index`` shares with the :data:`PODS_PER_CLAIM` - 1 next to it."""
+    return f"test-claim-{index // PODS_PER_CLAIM:05d}"
+
+
+def pod_with_claim_ref(index: int, name: str, namespace: str) -> Json:
+    """``pod-with-claim-ref.yaml``: the pod's claim is :func:`shared_claim_name`, created
+    before it. Init and measured pods count on in one sequence, so each claim's pods are of one
+    phase when the init pods are a multiple of five (upstream gives each phase its own claims)."""
+    source = {"resourceClaimName": shared_claim_name(index)}
+    return _claiming(name, namespace, "registry.k8s.io/pause:3.9", source)
+
+
 def node_mixed(index: int, name: str) -> Json:
     """A ``node-default`` in zone ``zone<index % 3 + 1>``; every fifth one dedicated to batch
     pods (label and ``NoSchedule`` taint)."""
@@ -625,6 +741,11 @@ class Workload:
     volume: Callable[[str], Json] | None = None
     #: Whether the init pods get one too.
     init_volumes: bool = True
+    #: DRA (``createResourceDriver``): a ResourceSlice of :data:`DRA_DRIVER` with this many
+    #: devices on every node, the DeviceClass, and the ResourceClaimTemplate in each namespace.
+    #: The pods' shared claims are created before them; the claims of pods with a template are
+    #: made once the pods exist, as the resourceclaim controller makes them.
+    devices_per_node: int = 0
 
     def sizes(
         self,
@@ -1104,11 +1225,34 @@ UPSTREAM: dict[str, Workload] = {
             volume=pv_aws,
             init_volumes=False,
         ),
+        Workload(
+            name="SchedulingWithResourceClaimTemplate/5000pods_500nodes",
+            description="node-with-dra-test-driver with 10 devices each, pod-with-claim-template: "
+            "each pod a claim of its own from resourceclaimtemplate (dra)",
+            nodes=500,
+            init_pods=2500,
+            measured_pods=2500,
+            node=node_with_dra_test_driver,
+            pod=_every(pod_with_claim_template),
+            devices_per_node=10,
+            threshold=56,
+        ),
+        Workload(
+            name="SchedulingWithResourceClaim/5000pods_500nodes",
+            description="node-with-dra-test-driver with 2 devices each, pod-with-claim-ref: "
+            "five pods share each resourceclaim (dra)",
+            nodes=500,
+            init_pods=2500,
+            measured_pods=2500,
+            node=node_with_dra_test_driver,
+            pod=pod_with_claim_ref,
+            devices_per_node=2,
+        ),
     )
 }
 #: What ``--workload all`` runs: what fits in an hour on a 2-core machine, timed from each
 #: workload's full-size run by its name (docs/benchmarks.md: 54 minutes at most). Left out, each
-#: runs by its name: the volume workloads (newer than the set), the two of 30,000 pods (a
+#: runs by its name: the volume and DRA workloads (newer than the set), the two of 30,000 pods (a
 #: quarter of an hour each), SchedulingDaemonset's 45,000 objects and SchedulingBasic's 55,000
 #: pods (half an hour each), and the two affinity workloads that took longest, so that the set
 #: stays within the hour.
@@ -1118,6 +1262,8 @@ _NOT_IN_ALL = (
     "SchedulingMigratedInTreePVs/5000Nodes_5000Pods",
     "SchedulingCSIPVs/5000Nodes_5000Pods",
     "PreemptionPVs/1000Nodes",
+    "SchedulingWithResourceClaimTemplate/5000pods_500nodes",
+    "SchedulingWithResourceClaim/5000pods_500nodes",
     "SchedulingWhileGated/1Node_10000GatedPods",
     "SchedulingGatedPodsWithPodAffinityImpactForThroughput/1Node_10000GatedPods",
     "SchedulingDaemonset/15000Nodes",
@@ -1186,12 +1332,18 @@ __all__ = [
     "ALL",
     "CHURN_CREATE",
     "CHURN_RECREATE",
+    "CLAIM_TEMPLATE",
     "COLOR",
     "DEDICATED",
     "DEDICATED_VALUE",
+    "DEVICE_CLASS",
+    "DRA_DRIVER",
     "HOSTNAME_LABEL",
     "INIT_NAMESPACE_PREFIX",
     "PAUSE_IMAGE",
+    "PODS_PER_CLAIM",
+    "POD_CLAIM",
+    "RESOURCE_API",
     "SPREAD_MAX_SKEW",
     "SPREAD_ZONES",
     "TEAM_LABELS",
@@ -1202,6 +1354,7 @@ __all__ = [
     "Json",
     "Workload",
     "daemonset_pod",
+    "device_class",
     "gated_pod",
     "gated_pod_with_pod_affinity",
     "light_pod",
@@ -1211,6 +1364,7 @@ __all__ = [
     "node_mixed",
     "node_name",
     "node_spread",
+    "node_with_dra_test_driver",
     "node_with_name",
     "node_with_taint",
     "pod_affinity_ns_selector",
@@ -1223,6 +1377,8 @@ __all__ = [
     "pod_preferred_affinity_ns_selector",
     "pod_preferred_anti_affinity_ns_selector",
     "pod_spread",
+    "pod_with_claim_ref",
+    "pod_with_claim_template",
     "pod_with_label",
     "pod_with_node_affinity",
     "pod_with_node_inclusion_policy",
@@ -1232,6 +1388,10 @@ __all__ = [
     "pod_with_preferred_pod_anti_affinity",
     "pod_with_preferred_topology_spreading",
     "pod_with_topology_spreading",
+    "resource_claim",
+    "resource_claim_template",
+    "resource_slice",
     "service_churn",
+    "shared_claim_name",
     "workload",
 ]

@@ -209,6 +209,42 @@ def test_volume_workloads_by_their_upstream_names(
     assert comparison["upstream_threshold"] == threshold
 
 
+@pytest.mark.parametrize(
+    ("workload", "arrival", "threshold"),
+    [
+        # A claim of its own per pod, made from the template once the pod exists (as the
+        # resourceclaim controller would), while the scheduler runs.
+        ("SchedulingWithResourceClaimTemplate/5000pods_500nodes", "rate", 56),
+        # Five pods per claim, the claims created first: the pods of a claim go to one node.
+        ("SchedulingWithResourceClaim/5000pods_500nodes", "backlog", None),
+    ],
+)
+def test_dra_workloads_by_their_upstream_names(
+    workload: str, arrival: str, threshold: int | None
+) -> None:
+    """Two nodes with the test driver's ResourceSlices, 5 init pods and 10 measured: both
+    schedulers bind every pod with its event, each pod's claim allocated on its node and
+    reserved for it, no device in two claims (a violation of any counts in
+    ``constraint_violations``)."""
+    document, _ = bench_e2e(
+        f"--workload={workload}",
+        f"--arrival={arrival}",
+        "--nodes=2",
+        "--init-pods=5",
+        "--pods=10",
+        "--no-ceiling",
+    )
+    assert [r["scheduler"] for r in document["results"]] == ["kubesched", "kube-scheduler"]
+    for r in document["results"]:
+        assert (r["nodes"], r["init_pods"], r["measured_pods"]) == (2, 5, 10)
+        assert (r["overcommitted_nodes"], r["unbound_pods"]) == (0, 0), r["errors"]
+        assert r["constraint_violations"] == 0, r["errors"]
+        assert r["errors"] == []
+        assert r["pods_bound"] == r["events_written"] == 10
+    [comparison] = document["comparisons"]
+    assert comparison["upstream_threshold"] == threshold
+
+
 def test_namespace_selector_anti_affinity_by_its_upstream_name() -> None:
     """SchedulingRequiredPodAntiAffinityWithNSSelector at upstream's integration size (10 nodes,
     4 init pods, 6 measured): the init pods live in labelled namespaces of their own, which the

@@ -6,7 +6,7 @@ import msgspec
 import pytest
 
 from builders import make_node, make_pod
-from kubesched.api import Namespace, Pod
+from kubesched.api import Namespace, Pod, ResourceClaim
 from kubesched.bench import check_placement, constraint_violation
 
 
@@ -271,3 +271,56 @@ def test_spread_over_the_nodes_the_inclusion_policies_count(
     ]
     skew = "default/p1's spread by kubernetes.io/hostname: skew 2 > maxSkew 1"
     assert check_placement(nodes, pods).violations == ([skew] if third_node_counts else [])
+
+
+def _claim(name: str, node: str, device: str, reserved_for: list[Pod]) -> ResourceClaim:
+    selector = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+    return msgspec.convert(
+        {
+            "metadata": {"name": name, "namespace": "default"},
+            "status": {
+                "allocation": {
+                    "devices": {
+                        "results": [{"request": "r", "driver": "d", "pool": node, "device": device}]
+                    },
+                    "nodeSelector": {"nodeSelectorTerms": [selector]},
+                },
+                "reservedFor": [
+                    {"resource": "pods", "name": p.metadata.name, "uid": p.metadata.uid}
+                    for p in reserved_for
+                ],
+            },
+        },
+        ResourceClaim,
+    )
+
+
+def _claiming(name: str, **source: str) -> Pod:
+    return make_pod(name, uid=f"{name}-uid", spec={"resourceClaims": [{"name": "r", **source}]})
+
+
+def test_claims_allocated_for_the_pods_node_reserved_for_it_devices_once() -> None:
+    nodes = [make_node("n1"), make_node("n2")]
+    ok, elsewhere, unreserved = (_claiming(n, resourceClaimName="c") for n in ("ok", "far", "un"))
+    missing = _claiming("missing", resourceClaimName="gone")
+    untemplated = _claiming("t", resourceClaimTemplateName="tmpl")
+    claims = [
+        _claim("c", "n1", "dev-0", [ok, elsewhere]),
+        # The same device in a second claim.
+        _claim("twice", "n1", "dev-0", []),
+    ]
+    pods = [
+        on(ok, "n1"),
+        on(elsewhere, "n2"),
+        on(unreserved, "n1"),
+        on(missing, "n1"),
+        on(untemplated, "n1"),
+        _claiming("pending", resourceClaimName="gone"),
+    ]
+    assert check_placement(nodes, pods, claims=claims).violations == [
+        "device d/n1/dev-0 allocated to default/c and default/twice",
+        "default/far on n2: claim c allocated for other nodes",
+        "default/un on n1: claim c not reserved for it",
+        "default/missing on n1: claim gone not allocated",
+        'default/t on n1: pod "default/t": ResourceClaim not created yet',
+    ]

@@ -7,15 +7,29 @@ from collections import Counter
 import msgspec
 import pytest
 
-from kubesched.api import Node, Pod, PodAffinityTerm, node_allocatable, pod_requests
+from kubesched.api import (
+    DeviceClass,
+    Node,
+    Pod,
+    PodAffinityTerm,
+    ResourceClaimTemplate,
+    ResourceSlice,
+    node_allocatable,
+    pod_requests,
+)
 from kubesched.bench import ALL, UPSTREAM, WORKLOADS, constraint_violation, workload
 from kubesched.bench._workloads import (
     CHURN_CREATE,
     CHURN_RECREATE,
+    DRA_DRIVER,
     SPREAD_ZONES,
     TAINT_EVERY,
     ZONE_LABEL,
     Json,
+    device_class,
+    resource_claim,
+    resource_claim_template,
+    resource_slice,
 )
 
 
@@ -159,6 +173,8 @@ UPSTREAM_SIZES = {
     "SchedulingMigratedInTreePVs/5000Nodes_5000Pods": (5000, 5000, 5000, 35),
     "SchedulingCSIPVs/5000Nodes_5000Pods": (5000, 5000, 5000, 48),
     "PreemptionPVs/1000Nodes": (1000, 4000, 1000, None),
+    "SchedulingWithResourceClaimTemplate/5000pods_500nodes": (500, 2500, 2500, 56),
+    "SchedulingWithResourceClaim/5000pods_500nodes": (500, 2500, 2500, None),
 }
 
 
@@ -646,3 +662,40 @@ def test_volume_workloads_give_each_pod_a_volume_bound_to_its_claim() -> None:
     assert secrets.make_pod(0, "p0", "ns")["spec"]["volumes"] == [
         {"name": "secret", "secret": {"secretName": "secret"}}
     ]
+
+
+def test_dra_workloads_give_each_node_a_slice_and_each_pod_a_claim() -> None:
+    templated = workload("SchedulingWithResourceClaimTemplate/5000pods_500nodes")
+    assert templated.devices_per_node == 10
+    node = msgspec.convert(templated.make_node(3), Node)
+    assert node.metadata.labels["node-with-dra"] == "true"
+    body = templated.make_pod(7, "p7", "ns")
+    assert body["spec"]["containers"][0]["resources"] == {"claims": [{"name": "resource"}]}
+    [claim] = msgspec.convert(body, Pod).spec.resource_claims
+    assert (claim.name, claim.resource_claim_template_name) == ("resource", "test-claim-template")
+    # createResourceDriver: one pool per node, named after it, with its devices.
+    sliced = msgspec.convert(resource_slice("node-00003", 10), ResourceSlice)
+    assert sliced.spec.node_name == sliced.spec.pool.name == "node-00003"
+    assert sliced.spec.driver == DRA_DRIVER
+    assert [d.name for d in sliced.spec.devices] == [f"instance-{i}" for i in range(10)]
+    assert sliced.spec.devices[4].attributes["dra.example.com/numa"].int_ == 4
+    assert msgspec.convert(device_class(), DeviceClass).spec.selectors[0].cel is not None
+    template = msgspec.convert(resource_claim_template("ns"), ResourceClaimTemplate)
+    [request] = template.spec.spec.devices.requests
+    assert request.exactly is not None
+    assert request.exactly.device_class_name == "test-class"
+    # Shared claims: five pods each, init and measured pods counted in one sequence.
+    shared = workload("SchedulingWithResourceClaim/5000pods_500nodes")
+    assert shared.devices_per_node == 2
+    names = [
+        msgspec.convert(shared.make_pod(i, f"p{i}", "ns"), Pod).spec.resource_claims[0]
+        for i in (0, 4, 5, 2504)
+    ]
+    assert [c.resource_claim_name for c in names] == [
+        "test-claim-00000",
+        "test-claim-00000",
+        "test-claim-00001",
+        "test-claim-00500",
+    ]
+    # A shared claim asks for what a claim from the template asks for.
+    assert resource_claim("c", "ns")["spec"] == resource_claim_template("ns")["spec"]["spec"]
