@@ -300,6 +300,16 @@ class Found(Protocol):
     def results(self) -> list[AllocationResult]: ...
 
 
+@dataclass(frozen=True, slots=True)
+class Solved:
+    """A solution's allocation results, made once."""
+
+    allocations: list[AllocationResult]
+
+    def results(self) -> list[AllocationResult]:
+        return self.allocations
+
+
 class _Run:
     """One ``Allocate`` call: the search state on one node."""
 

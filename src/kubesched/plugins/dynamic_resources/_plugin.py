@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -54,12 +54,13 @@ from kubesched.plugins.dynamic_resources._allocator import (
     AllocationError,
     AllocationTimeoutError,
     Allocator,
-    DeviceID,
     FailedOnNodeError,
     Found,
+    Solved,
     claim_ref,
 )
 from kubesched.plugins.dynamic_resources._pools import Pool, gather_pools, slice_reaches
+from kubesched.plugins.dynamic_resources._taken import PoolKey, TakenDevices
 from kubesched.plugins.helper import as_objects
 
 log = logging.getLogger(__name__)
@@ -171,6 +172,32 @@ class _State:
     #: The allocator's answer for nodes reached by the same shared slices and none of their
     #: own (network-attached devices): it is the same for all of them.
     by_reach: dict[tuple[int, ...], Found | None] = field(default_factory=dict)
+    #: What the allocator's answer depends on besides the node and its devices: the claims to
+    #: allocate (their namespaces and specs), the classes and the slices (their versions).
+    signature: Hashable = None
+    taken: TakenDevices | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Search:
+    """The allocator's answer on one node, kept while what it depends on holds: the node,
+    the :attr:`_State.signature`, and the versions of the node's pools' taken devices."""
+
+    node: Node
+    signature: Hashable
+    taken: tuple[int, ...]
+    found: Found | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Reach:
+    """The slices reaching one node (their positions), their pools and the pools' keys."""
+
+    node: Node
+    local: bool
+    slices: tuple[int, ...]
+    pools: list[Pool]
+    pool_keys: tuple[PoolKey, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +213,29 @@ class _Slices:
     verdicts: dict[tuple[str, int], bool | str] = field(default_factory=dict)
     #: The pools of each set of slices reaching a node (by their positions).
     pools: dict[tuple[int, ...], list[Pool]] = field(default_factory=dict)
+    #: Per node name, what reaches it.
+    reaches: dict[str, _Reach] = field(default_factory=dict)
+
+    def reach_of(self, node: Node) -> _Reach:
+        """The slices reaching ``node`` in the store's order: its own and the shared ones
+        whose selector it passes."""
+        name = node.metadata.name
+        kept = self.reaches.get(name)
+        if kept is not None and kept.node is node:
+            return kept
+        local = self.local.get(name, [])
+        shared = [(i, sl) for i, sl in self.shared if slice_reaches(sl, node)]
+        reaching = sorted(local + shared, key=lambda e: e[0]) if local else shared
+        pools = self.pools_of(reaching)
+        reach = _Reach(
+            node,
+            bool(local),
+            tuple(i for i, _ in reaching),
+            pools,
+            tuple((p.driver, p.name) for p in pools),
+        )
+        self.reaches[name] = reach
+        return reach
 
     def pools_of(self, reaching: list[tuple[int, ResourceSlice]]) -> list[Pool]:
         key = tuple(i for i, _ in reaching)
@@ -219,10 +269,12 @@ class DynamicResources(
         #: Claims as PreBind wrote them, until the informer reports them (the assume cache).
         self._assumed: dict[str, ResourceClaim] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-        #: Bumped when claims in flight or assumed change, for :meth:`_allocated_devices`.
-        self._changes = 0
-        self._taken: tuple[tuple[int, int], set[DeviceID]] | None = None
+        self._taken = TakenDevices()
         self._slices: _Slices | None = None
+        #: Per node name, the last search there: the answer is the same for the next pod whose
+        #: claims ask for the same, while the node and its devices are unchanged (pods from one
+        #: template, or sharing a shape, are answered once per node, not once per pod).
+        self._searches: dict[str, _Search] = {}
 
     # -- claims ------------------------------------------------------------------------------
 
@@ -239,7 +291,7 @@ class DynamicResources(
         if _newer(assumed, claim):
             return assumed
         del self._assumed[claim.metadata.uid]
-        self._changes += 1
+        self._taken.touch(claim.metadata.namespace, claim.metadata.name)
         return claim
 
     def _pod_claims(self, pod: Pod) -> list[ResourceClaim]:
@@ -264,26 +316,10 @@ class DynamicResources(
             out.append(claim)
         return out
 
-    def _allocated_devices(self) -> set[DeviceID]:
-        """Devices of every allocated claim, and of those allocated in flight; admin access
-        does not take a device. Kept until a claim changes."""
-        key = (self.handle.snapshot.objects.version(ResourceClaim), self._changes)
-        if self._taken is not None and self._taken[0] == key:
-            return self._taken[1]
-        out: set[DeviceID] = set()
-        in_flight = self._in_flight
-        for claim in list(self.handle.snapshot.objects.list(ResourceClaim)):
-            _add_devices(in_flight.get(claim.metadata.uid) or self._current(claim), out)
-        for c in in_flight.values():
-            if (
-                self.handle.snapshot.objects.get(
-                    ResourceClaim, c.metadata.name, c.metadata.namespace
-                )
-                is None
-            ):
-                _add_devices(c, out)
-        self._taken = (key, out)
-        return out
+    def _allocated_devices(self) -> TakenDevices:
+        """Devices of every allocated claim, and of those allocated in flight."""
+        self._taken.update(self.handle.snapshot.objects, self._current, self._in_flight)
+        return self._taken
 
     def _indexed_slices(self) -> _Slices:
         objects = self.handle.snapshot.objects
@@ -366,9 +402,16 @@ class DynamicResources(
                     return None, status
         if s.to_allocate:
             indexed = s.slices = self._indexed_slices()
+            to_allocate = [claims[i] for i in s.to_allocate]
+            s.taken = self._allocated_devices()
+            s.signature = (
+                msgspec.json.encode([(c.metadata.namespace, c.spec) for c in to_allocate]),
+                objects.version(DeviceClass),
+                indexed.version,
+            )
             s.allocator = Allocator(
-                [claims[i] for i in s.to_allocate],
-                self._allocated_devices(),
+                to_allocate,
+                s.taken.devices,
                 lambda name: objects.get(DeviceClass, name),
                 indexed.all,
                 timeout=self.filter_timeout,
@@ -416,24 +459,36 @@ class DynamicResources(
         return None
 
     def _allocate(self, s: _State, node: Node) -> Found | None:
-        """The allocator on the slices reaching ``node``, in the store's order: its own and the
-        shared ones that reach it (a node without any, for claims that need devices, is
-        answered at once)."""
+        """The allocator on the slices reaching ``node`` (a node without any, for claims that
+        need devices, is answered at once). Nodes reached by the same shared slices and none
+        of their own get one answer per cycle; a node's answer is kept across cycles while
+        the node, the claims' signature and its pools' taken devices are unchanged."""
         assert s.allocator is not None
         assert s.slices is not None
-        local = s.slices.local.get(node.metadata.name, [])
-        shared = [(i, sl) for i, sl in s.slices.shared if slice_reaches(sl, node)]
-        if not local and not shared and all(c.spec.devices.requests for c in s.allocator.claims):
+        assert s.taken is not None
+        reach = s.slices.reach_of(node)
+        if not reach.slices and all(c.spec.devices.requests for c in s.allocator.claims):
             return None
-        if not local:
-            reach = tuple(i for i, _ in shared)
-            if reach in s.by_reach:
-                return s.by_reach[reach]
-            found = s.allocator.search(node, s.slices.pools_of(shared))
-            s.by_reach[reach] = found
-            return found
-        reaching = sorted(local + shared, key=lambda e: e[0])
-        return s.allocator.search(node, s.slices.pools_of(reaching))
+        if not reach.local and reach.slices in s.by_reach:
+            return s.by_reach[reach.slices]
+        taken = s.taken.versions(reach.pool_keys)
+        name = node.metadata.name
+        kept = self._searches.get(name)
+        if (
+            kept is not None
+            and kept.node is node
+            and kept.taken == taken
+            and kept.signature == s.signature
+        ):
+            found = kept.found
+        else:
+            found = s.allocator.search(node, reach.pools)
+            # Made now: a search holds the whole cycle's state (the taken devices) alive.
+            found = None if found is None else Solved(found.results())
+            self._searches[name] = _Search(node, s.signature, taken, found)
+        if not reach.local:
+            s.by_reach[reach.slices] = found
+        return found
 
     # -- PostFilter ----------------------------------------------------------------------------
 
@@ -494,7 +549,7 @@ class DynamicResources(
             finalizers = (
                 meta.finalizers if FINALIZER in meta.finalizers else [*meta.finalizers, FINALIZER]
             )
-            self._changes += 1
+            self._taken.touch(meta.namespace, meta.name)
             self._in_flight[meta.uid] = msgspec.structs.replace(
                 claim,
                 metadata=msgspec.structs.replace(meta, finalizers=finalizers),
@@ -510,7 +565,7 @@ class DynamicResources(
             uid = claim.metadata.uid
             if self._in_flight.pop(uid, None) is not None:
                 self._assumed.pop(uid, None)
-                self._changes += 1
+                self._taken.touch(claim.metadata.namespace, claim.metadata.name)
             if claim.status.allocation is not None and claim_reserved_for_pod(pod, claim):
                 self._spawn(self._unreserve(claim, pod))
 
@@ -578,12 +633,12 @@ class DynamicResources(
                         continue
                     raise RuntimeError(str(e)) from e.cause
                 self._assumed[uid] = claim
-                self._changes += 1
+                self._taken.touch(meta.namespace, meta.name)
                 return claim
             raise AssertionError("unreachable: the last attempt returns or raises")
         finally:
             if allocation is not None and self._in_flight.pop(uid, None) is not None:
-                self._changes += 1
+                self._taken.touch(meta.namespace, meta.name)
 
     @staticmethod
     async def _write_binding(
@@ -705,15 +760,6 @@ class DynamicResources(
         except ClaimNameError:
             return QueueingHint.SKIP
         return QueueingHint.QUEUE
-
-
-def _add_devices(claim: ResourceClaim, out: set[DeviceID]) -> None:
-    allocation = claim.status.allocation
-    if allocation is None:
-        return
-    for r in allocation.devices.results:
-        if not r.admin_access:
-            out.add((r.driver, r.pool, r.device))
 
 
 def _newer(a: ResourceClaim, b: ResourceClaim) -> bool:

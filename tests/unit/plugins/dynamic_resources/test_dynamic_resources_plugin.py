@@ -28,6 +28,7 @@ from kubesched.plugins.dynamic_resources import (
     MSG_STILL_NOT_SCHEDULABLE,
     DynamicResources,
 )
+from kubesched.plugins.dynamic_resources._allocator import Allocator
 from kubesched.simulate import load_text, simulate
 from kubesched.simulate._storage import MemoryStorage
 
@@ -182,6 +183,58 @@ def test_claim_allocated_on_the_node_with_a_device_then_written_at_pre_bind() ->
     assert others["node-a"] == Status(UU, ERR_CANNOT_ALLOCATE)
 
 
+def test_an_answer_kept_for_a_node_serves_the_next_pod_alike_until_its_devices_change() -> None:
+    """Pods whose claims ask for the same are answered from the node's kept search while the
+    node's pools are untouched; a device taken there (a claim allocated in the store, or in
+    flight), a changed class or slice, or a changed node asks again."""
+    c = Cluster(gpu_class(), gpus("node-a", "gpu-0"), gpus("node-b", "gpu-0", "gpu-1"))
+    searches = 0
+    search = Allocator.search
+
+    def counting(self: Allocator, node: Any, pools: Any) -> Any:
+        nonlocal searches
+        searches += 1
+        return search(self, node, pools)
+
+    def ask(name: str) -> dict[str, Status | None]:
+        c.snapshot.objects.set(gpu_claim(name))
+        return c.verdicts(claiming(f"pod-{name}", name))[2]
+
+    Allocator.search = counting  # type: ignore[method-assign]
+    try:
+        assert ask("c1") == {"node-a": None, "node-b": None}
+        assert searches == 2
+        assert ask("c2") == {"node-a": None, "node-b": None}
+        assert searches == 2  # both kept
+        # node-a's only GPU allocated to another claim: node-a asked again, node-b kept.
+        c.snapshot.objects.set(gpu_claim("other", **allocated_on("node-a", "gpu-0")))
+        assert ask("c3") == {"node-a": Status(UU, ERR_CANNOT_ALLOCATE), "node-b": None}
+        assert searches == 3
+        # In flight: node-b's two GPUs taken by Reserve of two pods.
+        for name in ("c4", "c5"):
+            pod = claiming(f"pod-{name}", name)
+            c.snapshot.objects.set(gpu_claim(name))
+            state, _, _ = c.verdicts(pod)
+            assert c.plugin.reserve(state, pod, "node-b") is None
+        assert ask("c6")["node-b"] == Status(UU, ERR_CANNOT_ALLOCATE)
+        searches = 0
+        # A claim asking for something else is answered afresh on every node.
+        c.snapshot.objects.set(gpu_claim("picky", selector='device.attributes["x"].y == 1'))
+        c.verdicts(claiming("pod-picky", "picky"))
+        assert searches == 2
+        # The slices changed: every node asked again.
+        searches = 0
+        c.snapshot.objects.set(gpus("node-b", "gpu-0", "gpu-1", "gpu-2"))
+        assert ask("c7") == {"node-a": Status(UU, ERR_CANNOT_ALLOCATE), "node-b": None}
+        assert searches == 2
+        # The node object replaced (its labels may differ): asked again.
+        c.snapshot.set_node(make_node("node-b", labels={"x": "y"}))
+        assert ask("c8")["node-b"] is None
+        assert searches == 3
+    finally:
+        Allocator.search = search  # type: ignore[method-assign]
+
+
 def test_unreserve_releases_the_devices_allocated_in_flight() -> None:
     c = Cluster(gpu_class(), gpus("node-a", "gpu-0"), gpu_claim("c"), gpu_claim("d"))
     pod = claiming("p", "c")
@@ -190,6 +243,22 @@ def test_unreserve_releases_the_devices_allocated_in_flight() -> None:
     c.plugin.unreserve(state, pod, "node-a")
     _, _, verdicts = c.verdicts(claiming("q", "d"))
     assert verdicts["node-a"] is None
+
+
+def allocated_on(node: str, device: str) -> dict[str, Any]:
+    """A claim's status: ``device`` of ``node``'s pool allocated, reserved for no pod."""
+    return {
+        "allocation": {
+            "devices": {
+                "results": [{"request": "gpu", "driver": DRIVER, "pool": node, "device": device}]
+            },
+            "nodeSelector": {
+                "nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+                ]
+            },
+        }
+    }
 
 
 #: Claim ``shared``: allocated gpu-0 on node-a, reserved for pod ``first``.
