@@ -178,6 +178,14 @@ class _State:
     taken: TakenDevices | None = None
 
 
+@dataclass(slots=True)
+class _ClaimWriter:
+    """The turn of PreBind's writes to one claim, and how many wait for it or hold it."""
+
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    users: int = 0
+
+
 @dataclass(frozen=True, slots=True)
 class _Search:
     """The allocator's answer on one node, kept while what it depends on holds: the node,
@@ -269,6 +277,8 @@ class DynamicResources(
         #: Claims as PreBind wrote them, until the informer reports them (the assume cache).
         self._assumed: dict[str, ResourceClaim] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        #: Per claim UID being written by PreBind: the pods sharing it write in turn.
+        self._writers: dict[str, _ClaimWriter] = {}
         self._taken = TakenDevices()
         self._slices: _Slices | None = None
         #: Per node name, the last search there: the answer is the same for the next pod whose
@@ -604,9 +614,11 @@ class DynamicResources(
         """``bindClaim``: the finalizer, then the allocation Reserve made and the pod in
         ``reservedFor``, each write conditional on the claim not having changed meanwhile.
 
-        A write refused as a conflict (another pod sharing the claim got its reservation in
-        first) reads the claim again and starts over, as ``retry.RetryOnConflict`` with
-        ``retry.DefaultRetry`` does upstream: up to five attempts, 10 ms apart.
+        A write refused as a conflict reads the claim again and starts over, as
+        ``retry.RetryOnConflict`` with ``retry.DefaultRetry`` does upstream: up to five
+        attempts, 10 ms apart. The pods sharing a claim write it one after the other, each from
+        the claim as the one before wrote it, so that they do not refuse each other's writes
+        (kube-scheduler writes them at once and retries; the claims end the same).
         """
         client = self.handle.client
         if not isinstance(client, ResourceClaimAPIClient):
@@ -615,30 +627,47 @@ class DynamicResources(
         allocation = s.allocations[index]
         meta = claim.metadata
         uid = meta.uid
+        writer = self._writers.setdefault(uid, _ClaimWriter())
+        writer.users += 1
         try:
-            for attempt in range(CONFLICT_RETRY_STEPS):
-                if attempt:
-                    await asyncio.sleep(CONFLICT_RETRY_DELAY * (1 + random.random() * 0.1))
-                    try:
-                        claim = await client.get_resource_claim(meta.namespace, meta.name)
-                    except Exception as e:
-                        raise RuntimeError(
-                            f"get updated claim {claim_ref(claim)} after conflict: {e}"
-                        ) from e
-                try:
-                    claim = await self._write_binding(client, claim, allocation, pod)
-                except _WriteError as e:
-                    if attempt + 1 < CONFLICT_RETRY_STEPS and client.is_conflict(e.cause):
-                        log.debug("retrying update of claim %s after conflict", claim_ref(claim))
-                        continue
-                    raise RuntimeError(str(e)) from e.cause
-                self._assumed[uid] = claim
-                self._taken.touch(meta.namespace, meta.name)
-                return claim
-            raise AssertionError("unreachable: the last attempt returns or raises")
+            async with writer.lock:
+                # The view only moves forward: it is at least as new as PreFilter's claim.
+                latest = self._get_claim(meta.namespace, meta.name)
+                if latest is not None and latest.metadata.uid == uid:
+                    claim = latest
+                return await self._bind_claim_from(client, claim, allocation, pod)
         finally:
+            writer.users -= 1
+            if not writer.users:
+                del self._writers[uid]
             if allocation is not None and self._in_flight.pop(uid, None) is not None:
                 self._taken.touch(meta.namespace, meta.name)
+
+    async def _bind_claim_from(
+        self, client: ResourceClaimAPIClient, claim: ResourceClaim, allocation: Any, pod: Pod
+    ) -> ResourceClaim:
+        """:meth:`_bind_claim`'s writes, from ``claim``, retried on conflict."""
+        meta = claim.metadata
+        for attempt in range(CONFLICT_RETRY_STEPS):
+            if attempt:
+                await asyncio.sleep(CONFLICT_RETRY_DELAY * (1 + random.random() * 0.1))
+                try:
+                    claim = await client.get_resource_claim(meta.namespace, meta.name)
+                except Exception as e:
+                    raise RuntimeError(
+                        f"get updated claim {claim_ref(claim)} after conflict: {e}"
+                    ) from e
+            try:
+                claim = await self._write_binding(client, claim, allocation, pod)
+            except _WriteError as e:
+                if attempt + 1 < CONFLICT_RETRY_STEPS and client.is_conflict(e.cause):
+                    log.debug("retrying update of claim %s after conflict", claim_ref(claim))
+                    continue
+                raise RuntimeError(str(e)) from e.cause
+            self._assumed[meta.uid] = claim
+            self._taken.touch(meta.namespace, meta.name)
+            return claim
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     @staticmethod
     async def _write_binding(

@@ -289,44 +289,70 @@ def test_shared_claim_already_allocated_is_reserved_for_one_more_pod() -> None:
     assert reserved == ["first", "second"]
 
 
-def test_pods_sharing_a_claim_both_reserve_it_reading_it_again_after_a_conflict() -> None:
-    """Two pods decided on the same version of a shared claim: the second's write is refused
-    as a conflict, and it reads the claim again and adds itself (``RetryOnConflict``)."""
-    c = Cluster(gpu_class(), gpus("node-a", "gpu-0"), gpu_claim("shared", **ALLOCATED_ON_A))
-    pods = [claiming(name, "shared") for name in ("second", "third")]
-    states = [c.verdicts(pod)[0] for pod in pods]
+class _Conflicting(_Client):
+    """The first ``refused`` claim writes refused as a conflict; writes, conflicts (those and
+    the store's own) and reads counted."""
 
-    async def bind_both() -> list[Status | None]:
-        pairs = zip(states, pods, strict=True)
-        return [await c.plugin.pre_bind(s, pod, "node-a") for s, pod in pairs]
-
-    assert asyncio.run(bind_both()) == [None, None]
-    reserved = [r.name for r in c.claim("shared").status.reserved_for]
-    assert reserved == ["first", "second", "third"]
-
-
-class _AlwaysConflicting(_Client):
-    """Every claim write refused as a conflict; reads counted."""
-
-    def __init__(self, storage: MemoryStorage) -> None:
+    def __init__(self, storage: MemoryStorage, refused: int = 0) -> None:
         super().__init__(storage)
-        self.writes = self.reads = 0
+        self.refused = refused
+        self.writes = self.conflicts = self.reads = 0
 
     async def patch_resource_claim(
         self, namespace: str, name: str, patch: Any, *, status: bool = False
     ) -> ResourceClaim:
         self.writes += 1
-        raise Conflict(409, "Conflict", "the object has been modified")
+        try:
+            if self.writes <= self.refused:
+                raise Conflict(409, "Conflict", "the object has been modified")
+            return await super().patch_resource_claim(namespace, name, patch, status=status)
+        except Conflict:
+            self.conflicts += 1
+            raise
 
     async def get_resource_claim(self, namespace: str, name: str) -> ResourceClaim:
         self.reads += 1
         return await super().get_resource_claim(namespace, name)
 
 
+def _with_client(c: Cluster, client: _Client) -> None:
+    c.plugin = DynamicResources(cast(Handle, _Handle(c.snapshot, client)))
+
+
+def test_pods_sharing_a_claim_write_it_in_turn_without_refusing_each_other() -> None:
+    """Two pods decided on the same version of a shared claim, bound at once: the second
+    writes from the claim as the first wrote it, so neither write is refused."""
+    c = Cluster(gpu_class(), gpus("node-a", "gpu-0"), gpu_claim("shared", **ALLOCATED_ON_A))
+    client = _Conflicting(c.storage)
+    _with_client(c, client)
+    pods = [claiming(name, "shared") for name in ("second", "third")]
+    states = [c.verdicts(pod)[0] for pod in pods]
+
+    async def bind_both() -> list[Status | None]:
+        binds = [c.plugin.pre_bind(s, pod, "node-a") for s, pod in zip(states, pods, strict=True)]
+        return list(await asyncio.gather(*binds))
+
+    assert asyncio.run(bind_both()) == [None, None]
+    reserved = [r.name for r in c.claim("shared").status.reserved_for]
+    assert reserved == ["first", "second", "third"]
+    assert (client.writes, client.conflicts, client.reads) == (2, 0, 0)
+
+
+def test_a_claim_write_refused_as_a_conflict_reads_the_claim_and_writes_again() -> None:
+    c = Cluster(gpu_class(), gpus("node-a", "gpu-0"), gpu_claim("shared", **ALLOCATED_ON_A))
+    client = _Conflicting(c.storage, refused=1)
+    _with_client(c, client)
+    pod = claiming("second", "shared")
+    state, _, _ = c.verdicts(pod)
+    assert asyncio.run(c.plugin.pre_bind(state, pod, "node-a")) is None
+    assert [r.name for r in c.claim("shared").status.reserved_for] == ["first", "second"]
+    assert (client.writes, client.conflicts, client.reads) == (2, 1, 1)
+
+
 def test_a_claim_write_refused_as_a_conflict_five_times_fails_the_binding() -> None:
     c = Cluster(gpu_class(), gpus("node-a", "gpu-0"), gpu_claim("shared", **ALLOCATED_ON_A))
-    client = _AlwaysConflicting(c.storage)
-    c.plugin = DynamicResources(cast(Handle, _Handle(c.snapshot, client)))
+    client = _Conflicting(c.storage, refused=5)
+    _with_client(c, client)
     pod = claiming("second", "shared")
     state, _, _ = c.verdicts(pod)
     status = asyncio.run(c.plugin.pre_bind(state, pod, "node-a"))
