@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import msgspec
+import numpy as np
 
 from kubesched.api import (
     FINALIZER,
@@ -40,6 +41,7 @@ from kubesched.framework import (
     Handle,
     NodeInfo,
     Nodes,
+    NodeStatuses,
     PostFilterPlugin,
     PreBindPlugin,
     PreEnqueuePlugin,
@@ -62,6 +64,7 @@ from kubesched.plugins.dynamic_resources._allocator import (
 from kubesched.plugins.dynamic_resources._pools import Pool, gather_pools, slice_reaches
 from kubesched.plugins.dynamic_resources._taken import PoolKey, TakenDevices
 from kubesched.plugins.helper import as_objects
+from kubesched.plugins.node_affinity import NodeSelectorMatcher
 
 log = logging.getLogger(__name__)
 
@@ -468,6 +471,23 @@ class DynamicResources(
             s.node_allocations[n.metadata.name] = allocations
         return None
 
+    def filter_nodes(self, state: CycleState, pod: Pod, nodes: Nodes) -> NodeStatuses:
+        """:meth:`filter` on every node; when every claim is allocated already (a pod joining
+        a shared claim), at once: the nodes where all their devices are reachable pass."""
+        s = state.read(_STATE_KEY, _State)
+        if s.allocator is not None or not s.claims:
+            return super().filter_nodes(state, pod, nodes)
+        passing = np.ones(len(nodes), dtype=np.bool_)
+        for index, selector in enumerate(s.available_on):
+            if selector is None:
+                continue
+            reachable = NodeSelectorMatcher.parse(selector).mask(nodes)
+            if not reachable.all():
+                s.unavailable.add(index)
+                passing &= reachable
+        ids = (~passing).astype(np.int32)
+        return NodeStatuses(ids, [None, _unschedulable(ERR_NOT_AVAILABLE)])
+
     def _allocate(self, s: _State, node: Node) -> Found | None:
         """The allocator on the slices reaching ``node`` (a node without any, for claims that
         need devices, is answered at once). Nodes reached by the same shared slices and none
@@ -758,15 +778,20 @@ class DynamicResources(
             return QueueingHint.QUEUE
         if modified is None:
             return QueueingHint.QUEUE
+        deallocated = (
+            original is not None
+            and original.status.allocation is not None
+            and modified.status.allocation is None
+        )
+        if not deallocated and not _names(pod, modified):
+            # Skip, as below, without looking up each of the pod's claims: this runs for every
+            # pending pod on every claim change.
+            return QueueingHint.SKIP
         try:
             uses = any(c.metadata.uid == modified.metadata.uid for c in self._pod_claims(pod))
         except ClaimNameError:
             return QueueingHint.SKIP
-        if (
-            original is not None
-            and original.status.allocation is not None
-            and modified.status.allocation is None
-        ):
+        if deallocated:
             return QueueingHint.QUEUE
         if not uses:
             return QueueingHint.SKIP
@@ -789,6 +814,18 @@ class DynamicResources(
         except ClaimNameError:
             return QueueingHint.SKIP
         return QueueingHint.QUEUE
+
+
+def _names(pod: Pod, claim: ResourceClaim) -> bool:
+    """Whether one of the pod's claims is named as ``claim`` (``False`` when one cannot be
+    named yet)."""
+    if claim.metadata.namespace != pod.metadata.namespace:
+        return False
+    try:
+        names = [resource_claim_name(pod, i)[0] for i in range(len(pod.spec.resource_claims))]
+    except ClaimNameError:
+        return False
+    return claim.metadata.name in names
 
 
 def _newer(a: ResourceClaim, b: ResourceClaim) -> bool:

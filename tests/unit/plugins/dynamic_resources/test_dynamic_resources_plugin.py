@@ -4,6 +4,7 @@ writes landing in a simulated store, and the plugin inside ``kubesched simulate`
 from __future__ import annotations
 
 import asyncio
+import random
 from typing import Any, cast
 
 import msgspec
@@ -19,7 +20,16 @@ from kubesched.api import (
     ResourceSlice,
 )
 from kubesched.config import default_config
-from kubesched.framework import Code, CycleState, Handle, Nodes, QueueingHint, Snapshot, Status
+from kubesched.framework import (
+    Code,
+    CycleState,
+    FilterPlugin,
+    Handle,
+    Nodes,
+    QueueingHint,
+    Snapshot,
+    Status,
+)
 from kubesched.kube import Conflict
 from kubesched.plugins import default_registry
 from kubesched.plugins.dynamic_resources import (
@@ -439,6 +449,13 @@ def test_claim_event_hints() -> None:
     )
     assert hint(pod, allocated, other) == QueueingHint.QUEUE  # devices freed
     assert hint(claiming("q", "missing"), None, mine) == QueueingHint.SKIP
+    # Freed devices, but the pod's own claim is missing: it could not use them yet.
+    assert hint(claiming("q", "missing"), allocated, other) == QueueingHint.SKIP
+    # A claim of the same name in another namespace is not the pod's.
+    elsewhere = msgspec.structs.replace(
+        mine, metadata=msgspec.structs.replace(mine.metadata, namespace="other")
+    )
+    assert hint(pod, None, elsewhere) == QueueingHint.SKIP
 
 
 MANIFESTS = f"""
@@ -641,3 +658,62 @@ def test_unreserve_after_pre_bind_takes_the_pod_out_of_reserved_for() -> None:
     claim = c.claim("c")
     assert claim.status.reserved_for == []
     assert claim.status.allocation is not None
+
+
+_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+
+
+def _random_selector(rng: random.Random, names: list[str]) -> dict[str, Any]:
+    terms = []
+    for _ in range(rng.randrange(1, 3)):
+        if rng.random() < 0.4:
+            op = rng.choice(("In", "NotIn"))
+            field = {"key": "metadata.name", "operator": op, "values": [rng.choice(names)]}
+            terms.append({"matchFields": [field]})
+            continue
+        expressions = []
+        for _ in range(rng.randrange(1, 3)):
+            op = rng.choice(_OPERATORS)
+            values: list[str] = []
+            if op in ("In", "NotIn"):
+                values = rng.sample(["a", "b", "c"], rng.randrange(1, 3))
+            elif op in ("Gt", "Lt"):
+                values = [str(rng.randrange(4))]
+            expressions.append(
+                {"key": rng.choice(("zone", "rank")), "operator": op, "values": values}
+            )
+        terms.append({"matchExpressions": expressions})
+    return {"nodeSelectorTerms": terms}
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_filter_on_every_node_at_once_equals_filter_node_by_node(seed: int) -> None:
+    """A pod whose claims are all allocated: the vectorized Filter passes and rejects the
+    nodes the per-node one does, and marks the same claims unavailable (for PostFilter)."""
+    rng = random.Random(seed)
+    names = [f"node-{i}" for i in range(8)]
+    c = Cluster(gpu_class())
+    for name in names:
+        labels = {}
+        if rng.random() < 0.8:
+            labels["zone"] = rng.choice("abc")
+        if rng.random() < 0.8:
+            labels["rank"] = str(rng.randrange(4))
+        c.snapshot.set_node(make_node(name, labels=labels))
+    claims = []
+    for k in range(rng.randrange(1, 4)):
+        status = allocated_on("node-0", f"gpu-{k}")
+        status["allocation"]["nodeSelector"] = _random_selector(rng, names)
+        c.snapshot.objects.set(gpu_claim(f"c{k}", **status))
+        claims.append({"name": f"r{k}", "resourceClaimName": f"c{k}"})
+    pod = make_pod("p", spec={"resourceClaims": claims})
+    nodes = c.nodes()
+    results = []
+    for form in (FilterPlugin.filter_nodes, DynamicResources.filter_nodes):
+        state = CycleState()
+        _, status = c.plugin.pre_filter(state, pod, nodes)
+        assert status is None
+        verdict = form(c.plugin, state, pod, nodes)
+        said = [verdict.statuses[i] for i in verdict.ids.tolist()]
+        results.append((said, state.read("DynamicResources", object).unavailable))
+    assert results[0] == results[1]
