@@ -154,6 +154,25 @@ class _Binder(PluginAPIClient):
         claim: ResourceClaim = await self._client.get(path, type=ResourceClaim)
         return claim
 
+    async def unreserve_resource_claim(
+        self, namespace: str, name: str, claim_uid: str, pod_uid: str
+    ) -> ResourceClaim:
+        path = api_path(
+            "resourceclaims",
+            namespace=namespace,
+            name=name,
+            subresource="status",
+            group_version="resource.k8s.io/v1",
+        )
+        patch = {
+            "metadata": {"uid": claim_uid},
+            "status": {"reservedFor": [{"$patch": "delete", "uid": pod_uid}]},
+        }
+        claim: ResourceClaim = await self._client.patch(
+            path, patch, type=ResourceClaim, patch_type="strategic"
+        )
+        return claim
+
     def is_conflict(self, error: BaseException) -> bool:
         return isinstance(error, Conflict)
 

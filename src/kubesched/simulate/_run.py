@@ -172,6 +172,11 @@ class _MemoryClient:
     async def get_resource_claim(self, namespace: str, name: str) -> ResourceClaim:
         return await self.storage.get_resource_claim(namespace, name)
 
+    async def unreserve_resource_claim(
+        self, namespace: str, name: str, claim_uid: str, pod_uid: str
+    ) -> ResourceClaim:
+        return await self.storage.unreserve_resource_claim(namespace, name, claim_uid, pod_uid)
+
     def is_conflict(self, error: BaseException) -> bool:
         return self.storage.is_conflict(error)
 

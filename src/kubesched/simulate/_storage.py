@@ -134,6 +134,20 @@ class MemoryStorage:
             raise NotFound(404, "NotFound", f'resourceclaims.resource.k8s.io "{name}" not found')
         return current
 
+    async def unreserve_resource_claim(
+        self, namespace: str, name: str, claim_uid: str, pod_uid: str
+    ) -> ResourceClaim:
+        current = await self.get_resource_claim(namespace, name)
+        if current.metadata.uid != claim_uid:
+            raise Conflict(
+                409,
+                "Conflict",
+                f"Precondition failed: UID in precondition: {claim_uid}, "
+                f"UID in object meta: {current.metadata.uid}",
+            )
+        kept = [msgspec.to_builtins(r) for r in current.status.reserved_for if r.uid != pod_uid]
+        return self._apply(current, {"status": {"reservedFor": kept or None}})
+
     @staticmethod
     def is_conflict(error: BaseException) -> bool:
         return isinstance(error, Conflict)

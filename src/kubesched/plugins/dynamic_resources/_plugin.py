@@ -127,6 +127,14 @@ class ResourceClaimAPIClient(APIClient, Protocol):
 
     async def get_resource_claim(self, namespace: str, name: str) -> ResourceClaim: ...
 
+    async def unreserve_resource_claim(
+        self, namespace: str, name: str, claim_uid: str, pod_uid: str
+    ) -> ResourceClaim:
+        """Take pod ``pod_uid`` out of the claim's ``reservedFor``: a strategic merge patch of
+        its status deleting that entry, conditional on the claim's UID only, so that the
+        reservations other pods made meanwhile stay."""
+        ...
+
     def is_conflict(self, error: BaseException) -> bool:
         """Whether ``error`` is a write refused because the object changed since the
         ``resourceVersion`` it named (409 ``Conflict``)."""
@@ -604,15 +612,10 @@ class DynamicResources(
         if not isinstance(client, ResourceClaimAPIClient):
             return
         meta = claim.metadata
-        reserved = [
-            msgspec.to_builtins(r) for r in claim.status.reserved_for if r.uid != pod.metadata.uid
-        ]
-        patch = {
-            "metadata": {"resourceVersion": meta.resource_version},
-            "status": {"reservedFor": reserved or None},
-        }
         try:
-            await client.patch_resource_claim(meta.namespace, meta.name, patch, status=True)
+            await client.unreserve_resource_claim(
+                meta.namespace, meta.name, meta.uid, pod.metadata.uid
+            )
         except Exception as e:  # the next attempt of the pod tries again
             log.warning("unreserve of resource claim %s: %s", claim_ref(claim), e)
 

@@ -113,6 +113,11 @@ class _Client:
     async def get_resource_claim(self, namespace: str, name: str) -> ResourceClaim:
         return await self.storage.get_resource_claim(namespace, name)
 
+    async def unreserve_resource_claim(
+        self, namespace: str, name: str, claim_uid: str, pod_uid: str
+    ) -> ResourceClaim:
+        return await self.storage.unreserve_resource_claim(namespace, name, claim_uid, pod_uid)
+
     def is_conflict(self, error: BaseException) -> bool:
         return self.storage.is_conflict(error)
 
@@ -658,6 +663,24 @@ def test_unreserve_after_pre_bind_takes_the_pod_out_of_reserved_for() -> None:
     claim = c.claim("c")
     assert claim.status.reserved_for == []
     assert claim.status.allocation is not None
+
+
+def test_unreserve_takes_out_only_the_pod_though_the_claim_changed_since() -> None:
+    """Another pod joined the shared claim after this one: Unreserve deletes this pod's entry
+    by its UID (a strategic merge patch, as upstream), the other's stays."""
+    c = Cluster(gpu_class(), gpus("node-a", "gpu-0"), gpu_claim("shared", **ALLOCATED_ON_A))
+    second, third = claiming("second", "shared"), claiming("third", "shared")
+
+    async def cycle() -> None:
+        state, _, _ = c.verdicts(second)
+        assert await c.plugin.pre_bind(state, second, "node-a") is None
+        other, _, _ = c.verdicts(third)
+        assert await c.plugin.pre_bind(other, third, "node-a") is None
+        c.plugin.unreserve(state, second, "node-a")
+        await c.plugin.aclose()
+
+    asyncio.run(cycle())
+    assert [r.name for r in c.claim("shared").status.reserved_for] == ["first", "third"]
 
 
 _OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
