@@ -177,23 +177,31 @@ def test_churning_workloads_by_their_upstream_names(
 
 
 @pytest.mark.parametrize(
-    ("workload", "sizes", "threshold"),
+    ("workload", "arrival", "sizes", "threshold"),
     [
         # CSINodes with the EBS driver's limit; each pod with its own bound CSI claim.
-        ("SchedulingCSIPVs/5000Nodes_5000Pods", (5, 5, 10), 48),
+        ("SchedulingCSIPVs/5000Nodes_5000Pods", "rate", (5, 5, 10), 48),
         # High-priority pods, each with its own bound in-tree EBS claim, preempting.
-        ("PreemptionPVs/1000Nodes", (5, 20, 5), None),
+        ("PreemptionPVs/1000Nodes", "rate", (5, 20, 5), None),
+        # DRA: a claim of its own per pod, made from the template once the pod exists (as the
+        # resourceclaim controller would), while the scheduler runs.
+        ("SchedulingWithResourceClaimTemplate/5000pods_500nodes", "rate", (2, 5, 10), 56),
+        # Five pods per claim, the claims created first: the pods of a claim go to one node.
+        ("SchedulingWithResourceClaim/5000pods_500nodes", "backlog", (2, 5, 10), None),
     ],
 )
-def test_volume_workloads_by_their_upstream_names(
-    workload: str, sizes: tuple[int, int, int], threshold: int | None
+def test_workloads_with_claims_by_their_upstream_names(
+    workload: str, arrival: str, sizes: tuple[int, int, int], threshold: int | None
 ) -> None:
     """At upstream's integration sizes: each pod's PersistentVolume and claim are created and
-    marked Bound before it (a claim left unbound would keep its pod pending, unbound), and
-    both schedulers bind every measured pod with its event."""
+    marked Bound before it (a claim left unbound would keep its pod pending, unbound), or its
+    ResourceClaim made; both schedulers bind every measured pod with its event, and each pod's
+    ResourceClaims end allocated on its node and reserved for it, no device in two claims (a
+    violation of any counts in ``constraint_violations``)."""
     nodes, init, pods = sizes
     document, _ = bench_e2e(
         f"--workload={workload}",
+        f"--arrival={arrival}",
         f"--nodes={nodes}",
         f"--init-pods={init}",
         f"--pods={pods}",
@@ -203,44 +211,9 @@ def test_volume_workloads_by_their_upstream_names(
     for r in document["results"]:
         assert (r["nodes"], r["init_pods"], r["measured_pods"]) == sizes
         assert (r["overcommitted_nodes"], r["unbound_pods"]) == (0, 0), r["errors"]
-        assert r["errors"] == []
-        assert r["pods_bound"] == r["events_written"] == pods
-    [comparison] = document["comparisons"]
-    assert comparison["upstream_threshold"] == threshold
-
-
-@pytest.mark.parametrize(
-    ("workload", "arrival", "threshold"),
-    [
-        # A claim of its own per pod, made from the template once the pod exists (as the
-        # resourceclaim controller would), while the scheduler runs.
-        ("SchedulingWithResourceClaimTemplate/5000pods_500nodes", "rate", 56),
-        # Five pods per claim, the claims created first: the pods of a claim go to one node.
-        ("SchedulingWithResourceClaim/5000pods_500nodes", "backlog", None),
-    ],
-)
-def test_dra_workloads_by_their_upstream_names(
-    workload: str, arrival: str, threshold: int | None
-) -> None:
-    """Two nodes with the test driver's ResourceSlices, 5 init pods and 10 measured: both
-    schedulers bind every pod with its event, each pod's claim allocated on its node and
-    reserved for it, no device in two claims (a violation of any counts in
-    ``constraint_violations``)."""
-    document, _ = bench_e2e(
-        f"--workload={workload}",
-        f"--arrival={arrival}",
-        "--nodes=2",
-        "--init-pods=5",
-        "--pods=10",
-        "--no-ceiling",
-    )
-    assert [r["scheduler"] for r in document["results"]] == ["kubesched", "kube-scheduler"]
-    for r in document["results"]:
-        assert (r["nodes"], r["init_pods"], r["measured_pods"]) == (2, 5, 10)
-        assert (r["overcommitted_nodes"], r["unbound_pods"]) == (0, 0), r["errors"]
         assert r["constraint_violations"] == 0, r["errors"]
         assert r["errors"] == []
-        assert r["pods_bound"] == r["events_written"] == 10
+        assert r["pods_bound"] == r["events_written"] == pods
     [comparison] = document["comparisons"]
     assert comparison["upstream_threshold"] == threshold
 

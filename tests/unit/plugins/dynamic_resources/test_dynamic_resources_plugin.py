@@ -96,30 +96,11 @@ def claiming(name: str, claim: str) -> Pod:
     return make_pod(name, spec={"resourceClaims": [{"name": "gpu", "resourceClaimName": claim}]})
 
 
-class _Client:
-    """The front end's API client: ResourceClaim writes into the simulated store."""
-
-    def __init__(self, storage: MemoryStorage) -> None:
-        self.storage = storage
+class _Client(MemoryStorage):
+    """The front end's API client: ResourceClaim reads and writes in the simulated store."""
 
     async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
         raise AssertionError("DynamicResources does not bind")
-
-    async def patch_resource_claim(
-        self, namespace: str, name: str, patch: Any, *, status: bool = False
-    ) -> ResourceClaim:
-        return await self.storage.patch_resource_claim(namespace, name, patch, status=status)
-
-    async def get_resource_claim(self, namespace: str, name: str) -> ResourceClaim:
-        return await self.storage.get_resource_claim(namespace, name)
-
-    async def unreserve_resource_claim(
-        self, namespace: str, name: str, claim_uid: str, pod_uid: str
-    ) -> ResourceClaim:
-        return await self.storage.unreserve_resource_claim(namespace, name, claim_uid, pod_uid)
-
-    def is_conflict(self, error: BaseException) -> bool:
-        return self.storage.is_conflict(error)
 
 
 class Cluster:
@@ -129,8 +110,7 @@ class Cluster:
             self.snapshot.set_node(make_node(n))
         for obj in objects:
             self.snapshot.objects.set(obj)
-        self.storage = MemoryStorage(self.snapshot)
-        client = _Client(self.storage)
+        client = _Client(self.snapshot)
         self.plugin = DynamicResources(cast(Handle, _Handle(self.snapshot, client)))
 
     def nodes(self) -> Nodes:
@@ -308,8 +288,8 @@ class _Conflicting(_Client):
     """The first ``refused`` claim writes refused as a conflict; writes, conflicts (those and
     the store's own) and reads counted."""
 
-    def __init__(self, storage: MemoryStorage, refused: int = 0) -> None:
-        super().__init__(storage)
+    def __init__(self, snapshot: Snapshot, refused: int = 0) -> None:
+        super().__init__(snapshot)
         self.refused = refused
         self.writes = self.conflicts = self.reads = 0
 
@@ -338,7 +318,7 @@ def test_pods_sharing_a_claim_write_it_in_turn_without_refusing_each_other() -> 
     """Two pods decided on the same version of a shared claim, bound at once: the second
     writes from the claim as the first wrote it, so neither write is refused."""
     c = Cluster(gpu_class(), gpus("node-a", "gpu-0"), gpu_claim("shared", **ALLOCATED_ON_A))
-    client = _Conflicting(c.storage)
+    client = _Conflicting(c.snapshot)
     _with_client(c, client)
     pods = [claiming(name, "shared") for name in ("second", "third")]
     states = [c.verdicts(pod)[0] for pod in pods]
@@ -355,7 +335,7 @@ def test_pods_sharing_a_claim_write_it_in_turn_without_refusing_each_other() -> 
 
 def test_a_claim_write_refused_as_a_conflict_reads_the_claim_and_writes_again() -> None:
     c = Cluster(gpu_class(), gpus("node-a", "gpu-0"), gpu_claim("shared", **ALLOCATED_ON_A))
-    client = _Conflicting(c.storage, refused=1)
+    client = _Conflicting(c.snapshot, refused=1)
     _with_client(c, client)
     pod = claiming("second", "shared")
     state, _, _ = c.verdicts(pod)
@@ -366,7 +346,7 @@ def test_a_claim_write_refused_as_a_conflict_reads_the_claim_and_writes_again() 
 
 def test_a_claim_write_refused_as_a_conflict_five_times_fails_the_binding() -> None:
     c = Cluster(gpu_class(), gpus("node-a", "gpu-0"), gpu_claim("shared", **ALLOCATED_ON_A))
-    client = _Conflicting(c.storage, refused=5)
+    client = _Conflicting(c.snapshot, refused=5)
     _with_client(c, client)
     pod = claiming("second", "shared")
     state, _, _ = c.verdicts(pod)
