@@ -77,17 +77,20 @@ class TakenDevices:
         if not dirty:
             return
         self._dirty = set()
-        orphans: dict[tuple[str, str], list[ResourceClaim]] = {}
-        for c in in_flight.values():
-            orphans.setdefault((c.metadata.namespace, c.metadata.name), []).append(c)
+        # Made when first needed: up to a thousand claims may be in flight.
+        orphans: dict[tuple[str, str], list[ResourceClaim]] | None = None
         for key in dirty:
             stored = store.get(ResourceClaim, key[1], key[0])
             if stored is not None:
                 claim = in_flight.get(stored.metadata.uid) or effective(stored)
                 self._set(key, _devices_of(claim))
-            else:
-                # Allocated in flight, and gone from the store meanwhile: still taken.
-                self._set(key, frozenset().union(*map(_devices_of, orphans.get(key, ()))))
+                continue
+            # Allocated in flight, and gone from the store meanwhile: still taken.
+            if orphans is None:
+                orphans = {}
+                for c in in_flight.values():
+                    orphans.setdefault((c.metadata.namespace, c.metadata.name), []).append(c)
+            self._set(key, frozenset().union(*map(_devices_of, orphans.get(key, ()))))
 
     def _set(self, key: tuple[str, str], devices: frozenset[DeviceID]) -> None:
         old = self._held.get(key, _NONE)
