@@ -187,6 +187,41 @@ class _State:
     #: allocate (their namespaces and specs), the classes and the slices (their versions).
     signature: Hashable = None
     taken: TakenDevices | None = None
+    #: The verdicts Filter read, whose ``found`` serves Reserve for the nodes not asked.
+    verdicts: _Verdicts | None = None
+
+
+class _Verdicts:
+    """Filter's verdict per slot for one signature of claims to allocate (-1: not known,
+    0: passes, 1: cannot allocate) and the allocation of each slot that passes, kept across
+    cycles up to the table's version and the taken devices' stamp they saw."""
+
+    __slots__ = ("found", "layout", "signature", "status", "table_version", "taken_stamp")
+
+    def __init__(self, signature: Hashable, layout: int, capacity: int) -> None:
+        self.signature = signature
+        self.layout = layout
+        self.status = np.full(capacity, -1, dtype=np.int32)
+        self.found: dict[int, Found] = {}
+        self.table_version = -1
+        self.taken_stamp = -1
+
+    def forget(self, rows: list[int], pools: set[PoolKey], slices: _Slices, nodes: Nodes) -> bool:
+        """Forget the verdicts of ``rows`` (their Node changed) and of the nodes ``pools``
+        reach; ``False`` when a pool reaches nodes through shared slices (start over)."""
+        status, found = self.status, self.found
+        stale = list(rows)
+        slot_of = nodes.snapshot.slot_of
+        for pool in pools:
+            if pool in slices.shared_pools:
+                return False
+            stale += [
+                slot for n in slices.pool_nodes.get(pool, ()) if (slot := slot_of(n)) is not None
+            ]
+        for slot in stale:
+            status[slot] = -1
+            found.pop(slot, None)
+        return True
 
 
 @dataclass(slots=True)
@@ -234,6 +269,9 @@ class _Slices:
     pools: dict[tuple[int, ...], list[Pool]] = field(default_factory=dict)
     #: Per node name, what reaches it.
     reaches: dict[str, _Reach] = field(default_factory=dict)
+    #: The nodes each pool of node-local slices is on, and the pools of shared slices.
+    pool_nodes: dict[PoolKey, set[str]] = field(default_factory=dict)
+    shared_pools: set[PoolKey] = field(default_factory=set)
 
     def reach_of(self, node: Node) -> _Reach:
         """The slices reaching ``node`` in the store's order: its own and the shared ones
@@ -296,6 +334,8 @@ class DynamicResources(
         #: claims ask for the same, while the node and its devices are unchanged (pods from one
         #: template, or sharing a shape, are answered once per node, not once per pod).
         self._searches: dict[str, _Search] = {}
+        #: Filter's verdicts per slot for the last signature asked about.
+        self._verdicts: _Verdicts | None = None
 
     # -- claims ------------------------------------------------------------------------------
 
@@ -350,12 +390,19 @@ class DynamicResources(
         slices = list(objects.list(ResourceSlice))
         local: dict[str, list[tuple[int, ResourceSlice]]] = {}
         shared: list[tuple[int, ResourceSlice]] = []
+        pool_nodes: dict[PoolKey, set[str]] = {}
+        shared_pools: set[PoolKey] = set()
         for i, sl in enumerate(slices):
+            pool = (sl.spec.driver, sl.spec.pool.name)
             if sl.spec.node_name and sl.spec.per_device_node_selection is None:
                 local.setdefault(sl.spec.node_name, []).append((i, sl))
+                pool_nodes.setdefault(pool, set()).add(sl.spec.node_name)
             else:
                 shared.append((i, sl))
-        self._slices = _Slices(version, slices, local, shared)
+                shared_pools.add(pool)
+        self._slices = _Slices(
+            version, slices, local, shared, pool_nodes=pool_nodes, shared_pools=shared_pools
+        )
         return self._slices
 
     # -- PreEnqueue ----------------------------------------------------------------------------
@@ -454,6 +501,9 @@ class DynamicResources(
             return None
         n = node.node
         assert n is not None
+        return self._filter_node(s, n)
+
+    def _filter_node(self, s: _State, n: Node) -> Status | None:
         unavailable = [
             i
             for i, sel in enumerate(s.available_on)
@@ -483,8 +533,12 @@ class DynamicResources(
         """:meth:`filter` on every node; when every claim is allocated already (a pod joining
         a shared claim), at once: the nodes where all their devices are reachable pass."""
         s = state.read(_STATE_KEY, _State)
-        if s.allocator is not None or not s.claims:
+        if not s.claims:
             return super().filter_nodes(state, pod, nodes)
+        if s.allocator is not None:
+            if any(sel is not None for sel in s.available_on):
+                return super().filter_nodes(state, pod, nodes)
+            return self._filter_to_allocate(s, nodes)
         passing = np.ones(len(nodes), dtype=np.bool_)
         for index, selector in enumerate(s.available_on):
             if selector is None:
@@ -495,6 +549,50 @@ class DynamicResources(
                 passing &= reachable
         ids = (~passing).astype(np.int32)
         return NodeStatuses(ids, [None, _unschedulable(ERR_NOT_AVAILABLE)])
+
+    def _filter_to_allocate(self, s: _State, nodes: Nodes) -> NodeStatuses:
+        """:meth:`filter` on every node for claims that all need allocating, from verdicts
+        kept per slot for their signature: only the nodes whose Node or whose pools' taken
+        devices changed since are asked (:meth:`_allocate`, itself kept per node). Answers
+        that depend on more than that (a search that timed out, failed or erred) are not
+        kept."""
+        assert s.taken is not None
+        assert s.slices is not None
+        table = nodes.snapshot.table
+        v = self._verdicts
+        if v is None or v.signature != s.signature or v.layout != table.layout:
+            v = None
+        else:
+            rows = table.changed_rows_since(v.table_version)
+            pools = s.taken.changed_since(v.taken_stamp)
+            if rows is None or pools is None or not v.forget(rows[0], pools, s.slices, nodes):
+                v = None
+        if v is None:
+            v = self._verdicts = _Verdicts(s.signature, table.layout, table.capacity)
+        v.table_version = table.version
+        v.taken_stamp = s.taken.stamp
+        slots = nodes.slots
+        ids = v.status[slots]
+        statuses: list[Status | None] = [None, _unschedulable(ERR_CANNOT_ALLOCATE)]
+        unknown = np.flatnonzero(ids < 0)
+        if len(unknown):
+            at = nodes.snapshot.at
+            for i in unknown.tolist():
+                slot = int(slots[i])
+                n = at(slot).node
+                assert n is not None
+                name = n.metadata.name
+                status = self._filter_node(s, n)
+                if status is None:
+                    ids[i] = v.status[slot] = 0
+                    v.found[slot] = s.node_allocations[name]
+                elif status.message == ERR_CANNOT_ALLOCATE:
+                    ids[i] = v.status[slot] = 1
+                else:
+                    ids[i] = len(statuses)
+                    statuses.append(status)
+        s.verdicts = v
+        return NodeStatuses(ids, statuses)
 
     def _allocate(self, s: _State, node: Node) -> Found | None:
         """The allocator on the slices reaching ``node`` (a node without any, for claims that
@@ -571,6 +669,10 @@ class DynamicResources(
         if not s.to_allocate or s.allocator is None:
             return None
         found = s.node_allocations.get(node_name)
+        if found is None and s.verdicts is not None:
+            # A node Filter did not ask this cycle: its allocation is the kept one.
+            slot = self.handle.snapshot.slot_of(node_name)
+            found = None if slot is None else s.verdicts.found.get(slot)
         if found is None:
             return Status(Code.ERROR, "claim allocation not found for node")
         allocations = found.results()

@@ -10,7 +10,7 @@ allocator gave on a node can be kept while the node's pools are untouched.
 from __future__ import annotations
 
 import itertools
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Mapping
 
 from kubesched.api import ResourceClaim
@@ -21,6 +21,8 @@ from kubesched.plugins.dynamic_resources._allocator import DeviceID
 PoolKey = tuple[str, str]
 
 _NONE: frozenset[DeviceID] = frozenset()
+#: Pool changes :meth:`TakenDevices.changed_since` can look back over.
+_LOG_SIZE = 4096
 
 
 class TakenDevices:
@@ -32,7 +34,17 @@ class TakenDevices:
     store is read again only when the log no longer reaches back.
     """
 
-    __slots__ = ("_count", "_dirty", "_held", "_pool_versions", "_stamps", "_version", "devices")
+    __slots__ = (
+        "_count",
+        "_dirty",
+        "_held",
+        "_log",
+        "_pool_versions",
+        "_stamps",
+        "_version",
+        "devices",
+        "stamp",
+    )
 
     def __init__(self) -> None:
         self.devices: set[DeviceID] = set()
@@ -42,12 +54,31 @@ class TakenDevices:
         self._pool_versions: dict[PoolKey, int] = {}
         # Versions are never reused, so that a kept answer cannot match a pool by accident.
         self._stamps = itertools.count(1)
+        #: The last version given to a pool (0: none yet).
+        self.stamp = 0
+        #: The pools whose versions moved, with the version each got, oldest first.
+        self._log: deque[tuple[int, PoolKey]] = deque(maxlen=_LOG_SIZE)
         self._version = -1
         self._dirty: set[tuple[str, str]] = set()
 
     def touch(self, namespace: str, name: str) -> None:
         """The plugin's view of claim ``namespace/name`` changed (in flight, or assumed)."""
         self._dirty.add((namespace, name))
+
+    def changed_since(self, stamp: int) -> set[PoolKey] | None:
+        """The pools whose taken devices changed after :attr:`stamp` was ``stamp``; ``None``
+        when that is further back than the log reaches."""
+        if stamp == self.stamp:
+            return set()
+        log = self._log
+        if not log or log[0][0] > stamp + 1:
+            return None
+        out: set[PoolKey] = set()
+        for version, pool in reversed(log):
+            if version <= stamp:
+                break
+            out.add(pool)
+        return out
 
     def versions(self, pools: tuple[PoolKey, ...]) -> tuple[int, ...]:
         """Per pool, a number that changes whenever the pool's taken devices do."""
@@ -106,12 +137,17 @@ class TakenDevices:
             if not count[d]:
                 del count[d]
                 self.devices.discard(d)
-                self._pool_versions[d[:2]] = next(self._stamps)
+                self._moved(d[:2])
         for d in devices - old:
             count[d] += 1
             if count[d] == 1:
                 self.devices.add(d)
-                self._pool_versions[d[:2]] = next(self._stamps)
+                self._moved(d[:2])
+
+    def _moved(self, pool: PoolKey) -> None:
+        self.stamp = stamp = next(self._stamps)
+        self._pool_versions[pool] = stamp
+        self._log.append((stamp, pool))
 
 
 def _devices_of(claim: ResourceClaim) -> frozenset[DeviceID]:

@@ -720,3 +720,78 @@ def test_filter_on_every_node_at_once_equals_filter_node_by_node(seed: int) -> N
         said = [verdict.statuses[i] for i in verdict.ids.tolist()]
         results.append((said, state.read("DynamicResources", object).unavailable))
     assert results[0] == results[1]
+
+
+def zone_gpus(zone: str, *names: str) -> ResourceSlice:
+    """A slice of GPUs reachable from the nodes labelled ``zone``, a pool of its own."""
+    selector = {"matchExpressions": [{"key": "zone", "operator": "In", "values": [zone]}]}
+    return msgspec.convert(
+        {
+            "metadata": {"name": f"zone-{zone}-gpus"},
+            "spec": {
+                "driver": DRIVER,
+                "nodeSelector": {"nodeSelectorTerms": [selector]},
+                "pool": {"name": f"zone-{zone}", "generation": 1, "resourceSliceCount": 1},
+                "devices": [{"name": n} for n in names],
+            },
+        },
+        ResourceSlice,
+    )
+
+
+def _allocations(state: CycleState, snapshot: Snapshot, name: str) -> Any:
+    """The allocation Filter left for Reserve on node ``name``, as JSON."""
+    s: Any = state.read("DynamicResources", object)
+    found = s.node_allocations.get(name)
+    if found is None and s.verdicts is not None:
+        found = s.verdicts.found.get(snapshot.slot_of(name))
+    return None if found is None else msgspec.to_builtins(found.results())
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_verdicts_kept_per_slot_equal_a_fresh_filter_over_many_cycles(seed: int) -> None:
+    """Pods whose claims ask for the same, one per cycle, while devices are allocated and
+    freed, nodes relabelled and slices replaced: Filter from the kept verdicts says what a
+    fresh plugin says node by node, and leaves the same allocation for each node that passes."""
+    rng = random.Random(seed)
+    names = [f"node-{i}" for i in range(6)]
+    c = Cluster(gpu_class())
+    for name in names:
+        c.snapshot.set_node(make_node(name, labels={"zone": rng.choice("ab")}))
+        c.snapshot.objects.set(gpus(name, *[f"gpu-{k}" for k in range(rng.randrange(3))]))
+    # Network-attached GPUs for the nodes of zone a: a node's label decides whether they reach.
+    c.snapshot.objects.set(zone_gpus("a", *[f"fabric-{k}" for k in range(rng.randrange(3))]))
+    for step in range(40):
+        action = rng.randrange(4)
+        node = rng.choice(names)
+        if action == 0:
+            pool = rng.choice((node, "zone-a"))
+            device = f"{'gpu' if pool == node else 'fabric'}-{rng.randrange(3)}"
+            claim = gpu_claim(f"held-{pool}-{device}", **allocated_on(pool, device))
+            c.snapshot.objects.set(claim)
+        elif action == 1:
+            held = [x.metadata.name for x in c.snapshot.objects.list(ResourceClaim)]
+            held = [h for h in held if h.startswith("held-")]
+            if held:
+                c.snapshot.objects.delete(ResourceClaim, rng.choice(held), "default")
+        elif action == 2:
+            c.snapshot.set_node(make_node(node, labels={"zone": rng.choice("ab")}))
+        else:
+            c.snapshot.objects.set(gpus(node, *[f"gpu-{k}" for k in range(rng.randrange(3))]))
+        c.snapshot.objects.set(gpu_claim(f"c{step}"))
+        pod = claiming(f"p{step}", f"c{step}")
+        nodes = c.nodes()
+        fresh = DynamicResources(cast(Handle, _Handle(c.snapshot, _Client(c.snapshot))))
+        results = []
+        for plugin, form in (
+            (fresh, FilterPlugin.filter_nodes),
+            (c.plugin, DynamicResources.filter_nodes),
+        ):
+            state = CycleState()
+            _, status = plugin.pre_filter(state, pod, nodes)
+            assert status is None
+            verdict = form(plugin, state, pod, nodes)
+            said = [verdict.statuses[i] for i in verdict.ids.tolist()]
+            left = [_allocations(state, c.snapshot, n) for n in names]
+            results.append((said, left))
+        assert results[0] == results[1], step

@@ -89,8 +89,15 @@ def test_random_changes_keep_the_set_equal_to_a_recount(seed: int) -> None:
         else:
             assumed[uid] = made
             taken.touch("ns", name)
+        stamp = taken.stamp
         taken.update(store, lambda c: assumed.get(c.metadata.uid) or c, in_flight)
         now = recount(store, assumed, in_flight)
+        moved = {
+            ("d", p)
+            for p in POOLS
+            if {d for d in now if d[1] == p} != {d for d in before if d[1] == p}
+        }
+        assert taken.changed_since(stamp) == moved, step
         assert taken.devices == now, step
         # A pool's version moves exactly when its taken devices do.
         for pool in POOLS:
@@ -112,3 +119,15 @@ def test_a_log_that_no_longer_reaches_back_recounts_everything() -> None:
     taken.update(store, lambda c: c, {})
     # x0, x1 and x2 last set at i = 4998, 4999, 4997; claim a gone.
     assert taken.devices == {("d", "pool-b", f"dev-{n}") for n in (0, 1, 6)}
+
+
+def test_changes_further_back_than_the_log_are_not_told() -> None:
+    store = ObjectStore()
+    taken = TakenDevices()
+    taken.update(store, lambda c: c, {})
+    for i in range(5000):  # a pool version moves on each
+        store.set(claim("x", "x", [("pool-a", f"dev-{i % 2}")]))
+        taken.update(store, lambda c: c, {})
+    assert taken.changed_since(0) is None
+    assert taken.changed_since(taken.stamp) == set()
+    assert taken.changed_since(taken.stamp - 1) == {("d", "pool-a")}
