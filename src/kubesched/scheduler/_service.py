@@ -503,18 +503,22 @@ class SchedulerService:
         await self.health.start()
         self.writer.start()
         self.nodes.start()
-        self.pods.start()
         self.pdbs.start()
         for r in (*self.storage, *self.context):
             r.start()
         queue_task = asyncio.create_task(self.queue.run())
         code = 0
         try:
+            # Pods are listed once the objects their PreEnqueue looks up are: a pod listed
+            # before its ResourceClaim waits for the claim's Add, and each of thousands of
+            # such events would ask every waiting pod's hints (decisions start after every
+            # list either way).
+            for r in (*self.storage, *self.context):
+                await r.wait_synced()
+            self.pods.start()
             await self.nodes.wait_synced()
             await self.pods.wait_synced()
             await self.pdbs.wait_synced()
-            for r in (*self.storage, *self.context):
-                await r.wait_synced()
             log.info(
                 "caches synced: %d nodes, %d pods", len(self.nodes.store), len(self.pods.store)
             )
