@@ -31,7 +31,7 @@ from kubesched.api import (
     workload_selector,
 )
 from kubesched.framework import Snapshot
-from kubesched.kube import Conflict, NotFound
+from kubesched.kube import Conflict, Invalid, NotFound
 from kubesched.simulate._objects import ClusterObjects
 
 T = TypeVar("T", PersistentVolume, PersistentVolumeClaim, ResourceClaim)
@@ -139,11 +139,12 @@ class MemoryStorage:
     ) -> ResourceClaim:
         current = await self.get_resource_claim(namespace, name)
         if current.metadata.uid != claim_uid:
-            raise Conflict(
-                409,
-                "Conflict",
-                f"Precondition failed: UID in precondition: {claim_uid}, "
-                f"UID in object meta: {current.metadata.uid}",
+            # As the API server answers a strategic merge patch naming another UID.
+            raise Invalid(
+                422,
+                "Invalid",
+                f'ResourceClaim "{name}" is invalid: metadata.uid: Invalid value: '
+                f'"{claim_uid}": field is immutable',
             )
         kept = [msgspec.to_builtins(r) for r in current.status.reserved_for if r.uid != pod_uid]
         return self._apply(current, {"status": {"reservedFor": kept or None}})

@@ -934,9 +934,19 @@ def _names(pod: Pod, claim: ResourceClaim) -> bool:
 
 
 def _newer(a: ResourceClaim, b: ResourceClaim) -> bool:
-    """Whether ``a`` is a later version of the claim than ``b`` (resourceVersions are integers
-    on a real API server; anything else is compared as text)."""
+    """Whether ``a`` is a later version of the claim than ``b``. resourceVersions are integers
+    on a real API server; ``simulate`` writes ``sim-<n>``: versions that differ only in their
+    number are compared by it, anything else as text."""
     ra, rb = a.metadata.resource_version, b.metadata.resource_version
-    if ra.isdigit() and rb.isdigit():
-        return int(ra) > int(rb)
+    pa, na = _split_version(ra)
+    pb, nb = _split_version(rb)
+    if pa == pb and na is not None and nb is not None:
+        return na > nb
     return ra != rb and ra > rb
+
+
+def _split_version(version: str) -> tuple[str, int | None]:
+    """``version`` as its text before a trailing number, and that number."""
+    head = version.rstrip("0123456789")
+    tail = version[len(head) :]
+    return head, int(tail) if tail else None

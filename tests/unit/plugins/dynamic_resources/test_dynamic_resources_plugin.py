@@ -795,3 +795,30 @@ def test_verdicts_kept_per_slot_equal_a_fresh_filter_over_many_cycles(seed: int)
             left = [_allocations(state, c.snapshot, n) for n in names]
             results.append((said, left))
         assert results[0] == results[1], step
+
+
+@pytest.mark.parametrize(
+    ("newer", "older"),
+    [
+        ("10", "9"),  # an API server's integers
+        ("sim-10", "sim-9"),  # simulate's writes, by their number
+        ("sim-1", "12345"),  # a simulated write after a claim read from a cluster
+    ],
+)
+def test_a_claim_written_since_is_the_newer(newer: str, older: str) -> None:
+    """The claim PreBind wrote is used while the store has an older version, and dropped once
+    the store has one as new."""
+    c = Cluster(gpu_class(), gpu_claim("c"))
+
+    def version(rv: str) -> ResourceClaim:
+        claim = c.claim("c")
+        return msgspec.structs.replace(
+            claim, metadata=msgspec.structs.replace(claim.metadata, resource_version=rv)
+        )
+
+    c.snapshot.objects.set(version(older))
+    c.plugin._assumed["c-uid"] = version(newer)
+    assert c.plugin._current(c.claim("c")).metadata.resource_version == newer
+    c.snapshot.objects.set(version(newer))
+    assert c.plugin._current(c.claim("c")).metadata.resource_version == newer
+    assert "c-uid" not in c.plugin._assumed
