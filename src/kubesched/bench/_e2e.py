@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import functools
 import itertools
 import os
@@ -420,6 +419,13 @@ async def _create_shared_claims(
             claims.append(resource_claim(key[1], key[0]))
     if not claims:
         return []
+    return await _create_claims(creator, claims, f"creating {len(claims)} ResourceClaims", within)
+
+
+async def _create_claims(
+    creator: FastClient, claims: Sequence[Json], what: str, within: float
+) -> list[str]:
+    """Create ``claims``, each in its namespace; the errors of those turned away."""
     encoder = msgspec.json.Encoder()
     return await creator.create_all(
         [
@@ -429,7 +435,7 @@ async def _create_shared_claims(
             for c in claims
         ],
         [encoder.encode(c) for c in claims],
-        what=f"creating {len(claims)} ResourceClaims",
+        what=what,
         within=within,
         connections=CREATE_CONCURRENCY,
     )
@@ -449,7 +455,7 @@ async def _claims_from_templates(
         namespace, pod_name = meta["namespace"], meta["name"]
         name = f"{pod_name}-{entry['name']}"
         claim = resource_claim(name, namespace)
-        claim["spec"] = copy.deepcopy(resource_claim_template(namespace)["spec"]["spec"])
+        claim["spec"] = resource_claim_template(namespace)["spec"]["spec"]
         claim["metadata"]["annotations"] = {ANN_POD_CLAIM_NAME: entry["name"]}
         claim["metadata"]["ownerReferences"] = [
             {
@@ -467,18 +473,7 @@ async def _claims_from_templates(
         )
     encoder = msgspec.json.Encoder()
     what = f"creating {len(claims)} ResourceClaims from templates"
-    errors = await creator.create_all(
-        [
-            api_path(
-                "resourceclaims", namespace=c["metadata"]["namespace"], group_version=RESOURCE_API
-            )
-            for c in claims
-        ],
-        [encoder.encode(c) for c in claims],
-        what=what,
-        within=within,
-        connections=CREATE_CONCURRENCY,
-    )
+    errors = await _create_claims(creator, claims, what, within)
     errors += await creator.send_all(
         "PATCH",
         [api_path("pods", namespace=ns, name=p, subresource="status") for ns, p in statuses],

@@ -141,29 +141,20 @@ class _Binder(PluginAPIClient):
     async def patch_resource_claim(
         self, namespace: str, name: str, patch: Mapping[str, Any], *, status: bool = False
     ) -> ResourceClaim:
-        path = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}"
-        if status:
-            path += "/status"
+        path = _claim_path(namespace, name, status=status)
         claim: ResourceClaim = await self._client.patch(path, patch, type=ResourceClaim)
         return claim
 
     async def get_resource_claim(self, namespace: str, name: str) -> ResourceClaim:
-        path = api_path(
-            "resourceclaims", namespace=namespace, name=name, group_version="resource.k8s.io/v1"
+        claim: ResourceClaim = await self._client.get(
+            _claim_path(namespace, name), type=ResourceClaim
         )
-        claim: ResourceClaim = await self._client.get(path, type=ResourceClaim)
         return claim
 
     async def unreserve_resource_claim(
         self, namespace: str, name: str, claim_uid: str, pod_uid: str
     ) -> ResourceClaim:
-        path = api_path(
-            "resourceclaims",
-            namespace=namespace,
-            name=name,
-            subresource="status",
-            group_version="resource.k8s.io/v1",
-        )
+        path = _claim_path(namespace, name, status=True)
         patch = {
             "metadata": {"uid": claim_uid},
             "status": {"reservedFor": [{"$patch": "delete", "uid": pod_uid}]},
@@ -175,6 +166,17 @@ class _Binder(PluginAPIClient):
 
     def is_conflict(self, error: BaseException) -> bool:
         return isinstance(error, Conflict)
+
+
+def _claim_path(namespace: str, name: str, *, status: bool = False) -> str:
+    """A ResourceClaim's path, or (``status``) its status subresource's."""
+    return api_path(
+        "resourceclaims",
+        namespace=namespace,
+        name=name,
+        subresource="status" if status else None,
+        group_version="resource.k8s.io/v1",
+    )
 
 
 class _Writer:

@@ -123,12 +123,12 @@ class MemoryStorage:
     async def patch_resource_claim(
         self, namespace: str, name: str, patch: Mapping[str, Any], *, status: bool = False
     ) -> ResourceClaim:
-        current = self.snapshot.objects.get(ResourceClaim, name, namespace)
-        if current is None:
-            raise NotFound(404, "NotFound", f'resourceclaims.resource.k8s.io "{name}" not found')
-        return self._apply(current, patch)
+        return self._apply(self._claim(namespace, name), patch)
 
     async def get_resource_claim(self, namespace: str, name: str) -> ResourceClaim:
+        return self._claim(namespace, name)
+
+    def _claim(self, namespace: str, name: str) -> ResourceClaim:
         current = self.snapshot.objects.get(ResourceClaim, name, namespace)
         if current is None:
             raise NotFound(404, "NotFound", f'resourceclaims.resource.k8s.io "{name}" not found')
@@ -137,7 +137,7 @@ class MemoryStorage:
     async def unreserve_resource_claim(
         self, namespace: str, name: str, claim_uid: str, pod_uid: str
     ) -> ResourceClaim:
-        current = await self.get_resource_claim(namespace, name)
+        current = self._claim(namespace, name)
         if current.metadata.uid != claim_uid:
             # As the API server answers a strategic merge patch naming another UID.
             raise Invalid(
