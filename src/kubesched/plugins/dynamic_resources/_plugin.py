@@ -530,8 +530,10 @@ class DynamicResources(
         return None
 
     def filter_nodes(self, state: CycleState, pod: Pod, nodes: Nodes) -> NodeStatuses:
-        """:meth:`filter` on every node; when every claim is allocated already (a pod joining
-        a shared claim), at once: the nodes where all their devices are reachable pass."""
+        """:meth:`filter` on every node. When every claim is allocated already (a pod joining
+        a shared claim), at once: the nodes where all their devices are reachable pass; when
+        every claim needs allocating, from the verdicts kept per slot
+        (:meth:`_filter_to_allocate`); a mix of both, node by node."""
         s = state.read(_STATE_KEY, _State)
         if not s.claims:
             return super().filter_nodes(state, pod, nodes)
