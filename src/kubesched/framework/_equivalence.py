@@ -16,7 +16,9 @@ row change is recorded by the table, and an entry is brought up to date from tho
 A *shape* is what a node-local plugin may read of the pod (its namespace, labels, annotations
 and spec), which plugins are active for it (not skipped at PreFilter or PreScore), and the
 epochs those plugins report (:meth:`Plugin.node_local_epoch`: ImageLocality reads how many
-nodes have an image).
+nodes have an image). Claims enter by what the plugins reading them read of them
+(:meth:`Plugin.node_local_claims`), not by name: pods that each bring a volume of their own,
+bound and used nowhere else, are one shape.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from collections.abc import Hashable, Iterable
 import msgspec
 import numpy as np
 
-from kubesched.api import Pod
+from kubesched.api import Pod, Volume
 from kubesched.framework._admission import Doorkeeper
 from kubesched.framework._cycle_state import CycleState
 from kubesched.framework._diagnosis import NodeGroup, groups_of
@@ -42,7 +44,7 @@ from kubesched.framework._filtering import (
     filter_in_order,
 )
 from kubesched.framework._instrumented import ScoreCalls
-from kubesched.framework._interface import MAX_NODE_SCORE, MIN_NODE_SCORE, Nodes
+from kubesched.framework._interface import MAX_NODE_SCORE, MIN_NODE_SCORE, Nodes, Plugin
 from kubesched.framework._node_info import PodInfo
 from kubesched.framework._scoring import (
     ScorePlan,
@@ -60,12 +62,46 @@ _encode = msgspec.json.Encoder().encode
 
 
 def pod_shape(info: PodInfo) -> bytes:
-    """What a node-local plugin may read of the pod, as bytes; derived once per PodInfo."""
+    """What a node-local plugin may read of the pod, claims' names left out, as bytes; derived
+    once per PodInfo."""
     shape = info.shape
     if shape is None:
         m = info.pod.metadata
-        shape = info.shape = _encode((m.namespace, m.labels, m.annotations, info.pod.spec))
+        spec = info.pod.spec
+        if any(v.persistent_volume_claim is not None for v in spec.volumes):
+            spec = msgspec.structs.replace(spec, volumes=[_nameless(v) for v in spec.volumes])
+        shape = info.shape = _encode((m.namespace, m.labels, m.annotations, spec))
     return shape
+
+
+def _nameless(volume: Volume) -> Volume:
+    claim = volume.persistent_volume_claim
+    if claim is None:
+        return volume
+    return msgspec.structs.replace(
+        volume, persistent_volume_claim=msgspec.structs.replace(claim, claim_name="")
+    )
+
+
+def shape_key(state: CycleState, pod: Pod, plan: FilterPlan) -> Hashable:
+    """The key the plan's verdicts for ``pod`` are kept by: its shape, the plan, the plugins'
+    epochs and what they read of its claims (:func:`claims_key`)."""
+    key: tuple[Hashable, ...] = (pod_shape(state.pod_info_of(pod)), plan)
+    if plan.epochs:
+        key += tuple(p.node_local_epoch() for p in plan.epochs)
+    if plan.claim_readers:
+        key += claims_key(pod, plan.claim_readers)
+    return key
+
+
+def claims_key(pod: Pod, readers: Iterable[Plugin]) -> tuple[Hashable, ...]:
+    """What ``readers`` read of the pod's claims (:meth:`Plugin.node_local_claims`); the pod
+    itself when one of them cannot tell (its claims are then its own)."""
+    claims = tuple(p.node_local_claims(pod) for p in readers)
+    if any(c is None for c in claims):
+        m = pod.metadata
+        return (m.namespace, m.name, m.uid)
+    return claims
 
 
 class Filtered:
@@ -189,10 +225,7 @@ class EquivalenceCache:
         if not plan.local:
             return None
         table = self._snapshot.table
-        shape = pod_shape(state.pod_info_of(pod))
-        key: Hashable = (shape, plan)
-        if plan.epochs:
-            key = (shape, plan, *[p.node_local_epoch() for p in plan.epochs])
+        key = shape_key(state, pod, plan)
         if key not in self._entries and not self._doorkeeper.admit(key):
             return None
         # Taken out while it is brought up to date: an error halfway leaves none behind.
@@ -315,8 +348,9 @@ class EquivalenceCache:
         feasible = entry.feasible
         assert feasible is not None
         key: Hashable = plan
-        if plan.epochs:
-            key = (plan, *[p.node_local_epoch() for p in plan.epochs])
+        if plan.epochs or plan.claim_readers:
+            epochs = tuple(p.node_local_epoch() for p in plan.epochs)
+            key = (plan, *epochs, *claims_key(pod, plan.claim_readers))
         scored = entry.scored.pop(key, None)
         rows = self._changed(scored, table.version, table.layout)
         calls = plan.calls(state)

@@ -130,6 +130,7 @@ class FilterPlan:
     __slots__ = (
         "_metrics",
         "_timed",
+        "claim_readers",
         "epochs",
         "local",
         "plugins",
@@ -160,6 +161,7 @@ class FilterPlan:
                 recheck.append(p.name)
         self.recheck_on_pods = frozenset(recheck)
         self.epochs = [p for p in plugins if has_epoch(p)]
+        self.claim_readers = [p for p in plugins if reads_claims(p)]
 
     def calls(self, state: CycleState, *, pods_only: bool = False) -> Sequence[FilterCalls]:
         """The plugins (those that read pods with ``pods_only``) as the loop calls them: timed
@@ -176,3 +178,8 @@ class FilterPlan:
 def has_epoch(p: Plugin) -> bool:
     """Whether a node-local plugin reads something cluster-wide too (``node_local_epoch``)."""
     return type(p).node_local_epoch is not Plugin.node_local_epoch
+
+
+def reads_claims(p: Plugin) -> bool:
+    """Whether a node-local plugin reads the pod's claims (``node_local_claims``)."""
+    return type(p).node_local_claims is not Plugin.node_local_claims

@@ -171,6 +171,10 @@ class Handle(Protocol):
         ``node_name`` (or their versions) change."""
         ...
 
+    def nominated_nodes(self) -> Iterable[str]:
+        """``PodNominator.nominated_nodes``: the nodes with at least one nominated pod."""
+        ...
+
     def activate(self, pods: Iterable[Pod]) -> None:
         """Move these pods to the active queue, if they wait in the scheduling queue."""
         ...
@@ -425,10 +429,11 @@ class Plugin:
     watched_kinds: ClassVar[tuple[WatchedKind, ...]] = ()
     #: For Filter and Score plugins: whether the verdict (or the score before NormalizeScore)
     #: on a node depends on nothing but that node (its row in the table and its NodeInfo), the
-    #: pod's namespace, labels, annotations and spec, the CycleState its own PreFilter or
-    #: PreScore derived from those, and :meth:`node_local_epoch`. The runtime then keeps what
-    #: the plugin said per pod shape across cycles and asks again only about changed nodes
-    #: (see ``kubesched.framework._equivalence``).
+    #: pod's namespace, labels, annotations and spec (its claims' names only through
+    #: :meth:`node_local_claims`), the CycleState its own PreFilter or PreScore derived from
+    #: those, and :meth:`node_local_epoch`. The runtime then keeps what the plugin said per pod
+    #: shape across cycles and asks again only about changed nodes (see
+    #: ``kubesched.framework._equivalence``).
     node_local: ClassVar[bool] = False
     #: For a :attr:`node_local` plugin: ``False`` when it reads the Node object alone, not the
     #: pods counted on the node, so a change of those pods cannot change what it says.
@@ -442,6 +447,14 @@ class Plugin:
         """For a :attr:`node_local` plugin that also reads something cluster-wide: a value that
         changes whenever that does (ImageLocality: the node count and the images' spread)."""
         return None
+
+    def node_local_claims(self, pod: Pod) -> Hashable:
+        """For a :attr:`node_local` plugin that reads the pod's claims (its
+        ``persistentVolumeClaim`` and ``ephemeral`` volumes): all its verdicts and scores read
+        of them, in place of their names, so that pods alike but for their claims share what
+        the runtime kept; ``None`` when their identity matters (the pod then shares nothing
+        with other pods). Called only after the pod's PreFilter passed."""
+        return ()
 
     async def aclose(self) -> None:
         """Release what the plugin started: threads, background tasks, objects it created in the

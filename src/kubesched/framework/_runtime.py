@@ -22,7 +22,7 @@ from kubesched.api import Pod
 from kubesched.config import format_duration
 from kubesched.framework._cycle_state import CycleState
 from kubesched.framework._diagnosis import Diagnosis, FitError, NodeGroup
-from kubesched.framework._equivalence import EquivalenceCache, Filtered, pod_shape
+from kubesched.framework._equivalence import EquivalenceCache, Filtered, shape_key
 from kubesched.framework._errors import (
     FilterError,
     NoNodesAvailableError,
@@ -332,6 +332,9 @@ class Framework:
             return []
         return self._nominator.nominated_pods_for_node(node_name)
 
+    def nominated_nodes(self) -> Iterable[str]:
+        return () if self._nominator is None else self._nominator.nominated_nodes()
+
     def activate(self, pods: Iterable[Pod]) -> None:
         if self._activator is not None:
             self._activator.activate(pods)
@@ -342,9 +345,7 @@ class Framework:
     def node_verdict_key(self, state: CycleState, pod: Pod) -> Hashable | None:
         if not self._nodes_judged_apart(state):
             return None
-        plan = self._filter_plans.of(state.skip_filter_plugins)
-        shape = pod_shape(state.pod_info_of(pod))
-        return (shape, plan, *[p.node_local_epoch() for p in plan.epochs])
+        return shape_key(state, pod, self._filter_plans.of(state.skip_filter_plugins))
 
     async def preempt_pod(self, preemptor: Pod, victim: Pod, node: str, plugin: str) -> None:
         """``PreemptPod``: a victim waiting at Permit is rejected; any other is evicted by the

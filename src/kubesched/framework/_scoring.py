@@ -14,7 +14,7 @@ import numpy as np
 from kubesched.api import Pod
 from kubesched.framework._cycle_state import CycleState
 from kubesched.framework._errors import ScoreError
-from kubesched.framework._filtering import has_epoch
+from kubesched.framework._filtering import has_epoch, reads_claims
 from kubesched.framework._instrumented import InstrumentedScore, ScoreCalls
 from kubesched.framework._interface import (
     MAX_NODE_SCORE,
@@ -68,6 +68,7 @@ class ScorePlan:
     __slots__ = (
         "_metrics",
         "_timed",
+        "claim_readers",
         "epochs",
         "local",
         "normalizes",
@@ -92,6 +93,7 @@ class ScorePlan:
         self.reads_pods = [p.node_local_reads_pods for p in plugins]
         self.pod_readers = [i for i, reads in enumerate(self.reads_pods) if reads]
         self.epochs = [p for p in plugins if has_epoch(p)]
+        self.claim_readers = [p for p in plugins if reads_claims(p)]
         #: When some plugins are node-local and some not: the two kinds, as plans. A node's
         #: total is a sum, so the node-local plugins' scores may come from the per-shape cache
         #: and only the others be asked each cycle.

@@ -32,6 +32,7 @@ from kubesched import KubeschedError
 from kubesched.api import (
     CSINode,
     CSINodeDriver,
+    ObjectMeta,
     PersistentVolume,
     PersistentVolumeClaim,
     Pod,
@@ -57,9 +58,11 @@ from kubesched.framework import (
     NodeInfo,
     Nodes,
     NodeStatuses,
+    PodInfo,
     PreFilterPlugin,
     PreFilterResult,
     QueueingHint,
+    Snapshot,
     Status,
 )
 from kubesched.plugins.helper import as_objects
@@ -216,10 +219,10 @@ class _Attachments:
         self._refs: dict[int, set[_Ref]] = {}
         self._users: dict[_Ref, set[int]] = {}
 
-    def update(self, nodes: Nodes) -> bool:
-        """Bring every slot of the table up to date (``nodes`` is on it); ``False`` when what
-        changed since the last time can no longer be told (build anew then)."""
-        table, snapshot = nodes.table, nodes.snapshot
+    def update(self, snapshot: Snapshot) -> bool:
+        """Bring every slot of the snapshot's table up to date; ``False`` when what changed
+        since the last time can no longer be told (build anew then)."""
+        table = snapshot.table
         store = snapshot.objects
         if self._version < 0:
             dirty: set[int] = set(range(table.capacity))
@@ -350,6 +353,13 @@ def _migrated(csi_node: CSINode) -> str:
     return csi_node.metadata.annotations.get(MIGRATED_PLUGINS_ANNOTATION, "")
 
 
+#: A CSINode on which every in-tree plugin has been migrated: volumes looked up as on it are
+#: known by the names the nodes that count them know them by.
+_ALL_MIGRATED = CSINode(
+    metadata=ObjectMeta(annotations={MIGRATED_PLUGINS_ANNOTATION: ",".join(MIGRATED_DRIVERS)})
+)
+
+
 class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
     """Keeps pods off nodes where their new CSI volumes would exceed a driver's attach limit."""
 
@@ -365,10 +375,67 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
         self._attachments: _Attachments | None = None
         #: VolumeAttachments by node name, at the store's version of them.
         self._by_node: tuple[int, dict[str, list[VolumeAttachment]]] = (-1, {})
+        #: Nominated pods' volumes by UID, with the PodInfo and epoch they were looked up at.
+        self._nominated: dict[str, tuple[PodInfo, Hashable, frozenset[str]]] = {}
 
     def node_local_epoch(self) -> Hashable:
         store = self.handle.snapshot.objects
         return tuple(store.version(kind) for kind, _ in _REF_KINDS)
+
+    def node_local_claims(self, pod: Pod) -> Hashable:
+        # A volume that no other pod uses, on a node or nominated to one, is new on every node
+        # whichever volume it is: read as its limit key and whether nodes that migrated no
+        # in-tree plugin count it. A volume in use is read as itself (where it is decides).
+        if self.handle.snapshot.objects.count(CSINode) == 0:
+            return ()
+        try:
+            anywhere = self.attachable_volumes(pod, _ALL_MIGRATED, new_pod=True)
+            unmigrated = self.attachable_volumes(pod, None, new_pod=True)
+        except (ClaimNotFoundError, _VolumeError):
+            return None
+        if not anywhere:
+            return ()
+        where = self._kept().where
+        nominated = self._nominated_volumes(pod.metadata.uid)
+        if nominated is None:
+            return None
+        return tuple(
+            sorted(
+                ("", False, unique)
+                if unique in where or unique in nominated
+                else (key, unique in unmigrated, "")
+                for unique, key in anywhere.items()
+            )
+        )
+
+    def _kept(self) -> _Attachments:
+        snapshot = self.handle.snapshot
+        kept = self._attachments
+        if kept is None or kept.table is not snapshot.table or not kept.update(snapshot):
+            kept = self._attachments = _Attachments(self, snapshot.table)
+            kept.update(snapshot)
+        return kept
+
+    def _nominated_volumes(self, uid: str) -> set[str] | None:
+        """The volumes of the pods nominated to nodes, but the pod ``uid``; ``None`` when one
+        cannot be looked up."""
+        handle = self.handle
+        epoch = self.node_local_epoch()
+        known, self._nominated = self._nominated, {}
+        out: set[str] = set()
+        for node in handle.nominated_nodes():
+            for info in handle.nominated_pods_for_node(node):
+                entry = known.get(info.uid)
+                if entry is None or entry[0] is not info or entry[1] != epoch:
+                    try:
+                        volumes = self.attachable_volumes(info.pod, _ALL_MIGRATED, new_pod=False)
+                    except _VolumeError:
+                        return None
+                    entry = (info, epoch, frozenset(volumes))
+                self._nominated[info.uid] = entry
+                if info.uid != uid:
+                    out |= entry[2]
+        return out
 
     # -- counting ------------------------------------------------------------------------------
 
@@ -561,10 +628,7 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
             return NodeStatuses.from_mask(np.ones(n, dtype=np.bool_), Status.as_error(e))
         if self.handle.snapshot.objects.count(CSINode) == 0:
             return NodeStatuses.passing(n)  # limits come from CSINodes only
-        kept = self._attachments
-        if kept is None or kept.table is not nodes.table or not kept.update(nodes):
-            kept = self._attachments = _Attachments(self, nodes.table)
-            kept.update(nodes)
+        kept = self._kept()
         slots = nodes.slots
         # Only nodes with a limit are checked (``getVolumeLimits`` empty: no check).
         checked = kept.has_limits[slots]

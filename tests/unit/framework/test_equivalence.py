@@ -7,11 +7,19 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import msgspec
 import numpy as np
 import pytest
 
 from builders import make_node, make_pod
-from kubesched.api import Node, Pod
+from kubesched.api import (
+    ANN_BIND_COMPLETED,
+    CSINode,
+    Node,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    Pod,
+)
 from kubesched.config import KubeSchedulerConfiguration, default_config, load_config_from_dict
 from kubesched.framework import (
     CycleState,
@@ -336,3 +344,185 @@ def test_node_local_scores_beside_another_are_served_from_the_cache() -> None:
     # NodeResourcesFit over every node twice (the second pod of a shape fills the cache), then
     # on changed nodes one at a time; InterPodAffinity over every node each cycle.
     assert calls == {"NodeResourcesFit": 2, "InterPodAffinity": 5}
+
+
+# -- claims ----------------------------------------------------------------------------------------
+
+CSI_DRIVER = "csi.example.com"
+EBS_DRIVER = "ebs.csi.aws.com"
+
+
+class _Nominations:
+    """A PodNominator both sides share."""
+
+    def __init__(self) -> None:
+        self._on: dict[str, dict[str, PodInfo]] = {}
+        self._stamps: dict[str, int] = {}
+        self._changes = 0
+
+    def nominate(self, info: PodInfo, node: str) -> None:
+        self.drop(info.uid)
+        self._on.setdefault(node, {})[info.uid] = info
+        self._changed(node)
+
+    def drop(self, uid: str) -> None:
+        for node, pods in list(self._on.items()):
+            if pods.pop(uid, None) is not None:
+                if not pods:
+                    del self._on[node]
+                self._changed(node)
+
+    def _changed(self, node: str) -> None:
+        self._changes += 1
+        self._stamps[node] = self._changes
+
+    def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]:
+        return list(self._on.get(node_name, {}).values())
+
+    def nominated_nodes(self) -> list[str]:
+        return list(self._on)
+
+    def nominations_stamp(self, node_name: str) -> int:
+        return self._stamps.get(node_name, 0)
+
+
+def _csi_node(name: str, rnd: random.Random) -> CSINode:
+    annotations = {}
+    if rnd.random() < 0.5:
+        annotations["storage.alpha.kubernetes.io/migrated-plugins"] = "kubernetes.io/aws-ebs"
+    drivers = [
+        {"name": d, "nodeID": name, "allocatable": {"count": rnd.randint(1, 3)}}
+        for d in (CSI_DRIVER, EBS_DRIVER)
+    ]
+    return msgspec.convert(
+        {"metadata": {"name": name, "annotations": annotations}, "spec": {"drivers": drivers}},
+        CSINode,
+    )
+
+
+def _bound_claim(name: str, source: dict[str, Any], zone: str | None) -> list[Any]:
+    """A claim bound to a volume of its own: ``source`` is the volume's, ``zone`` its reach."""
+    spec: dict[str, Any] = {**source, "claimRef": {"namespace": "default", "name": name}}
+    if zone is not None:
+        term = {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [zone]}
+        spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{"matchExpressions": [term]}]}}
+    volume = msgspec.convert(
+        {"metadata": {"name": f"pv-{name}"}, "spec": spec, "status": {"phase": "Bound"}},
+        PersistentVolume,
+    )
+    claim = msgspec.convert(
+        {
+            "metadata": {
+                "name": name,
+                "namespace": "default",
+                "annotations": {ANN_BIND_COMPLETED: "yes"},
+            },
+            "spec": {"volumeName": f"pv-{name}"},
+            "status": {"phase": "Bound"},
+        },
+        PersistentVolumeClaim,
+    )
+    return [volume, claim]
+
+
+@pytest.mark.parametrize("seed", range(1, 11))
+def test_pods_alike_but_for_their_claims_decide_as_uncached(seed: int) -> None:
+    """Each pod brings a volume of its own (CSI or in-tree, in reach of a zone or of all),
+    shares one with pods placed or nominated, or names one of their volumes inline; nodes
+    limit how many volumes attach, some count in-tree ones. Verdicts kept for pods alike but
+    for their claims, with and without nominated pods counted, decide as none kept."""
+    rnd = random.Random(seed)
+    nominations = _Nominations()
+    cached, plain = _Side(True, default_config()), _Side(False, default_config())
+    plain.fw.node_verdict_key = lambda state, pod: None  # type: ignore[method-assign]
+    sides = (cached, plain)
+    for side in sides:
+        side.fw.set_pod_nominator(nominations)
+
+    def put(*objects: Any) -> None:
+        for side in sides:
+            for obj in objects:
+                side.snapshot.objects.set(obj)
+
+    for i in range(12):
+        zone = ZONES[i % 3]
+        labels = {"kubernetes.io/hostname": f"n{i}", "topology.kubernetes.io/zone": zone}
+        for side in sides:
+            side.snapshot.set_node(make_node(f"n{i}", cpu="8", labels=labels))
+        put(_csi_node(f"n{i}", rnd))
+    # Every claim exists from the start (creating one changes the plugins' epochs): each pod
+    # takes fresh ones from these, or one a pod placed or nominated took.
+    fresh: list[str] = []
+    for k in range(600):
+        # Half of them by the driver the in-tree volumes migrated to.
+        source = {"csi": {"driver": (CSI_DRIVER, EBS_DRIVER)[k % 2], "volumeHandle": f"h-{k}"}}
+        put(*_bound_claim(f"csi-{k}", source, rnd.choice([None, *ZONES])))
+        fresh.append(f"csi-{k}")
+    fresh_ebs = []
+    for k in range(100):
+        put(*_bound_claim(f"ebs-{k}", {"awsElasticBlockStore": {"volumeID": f"vol-{k}"}}, None))
+        fresh_ebs.append(f"ebs-{k}")
+    taken: list[str] = []
+    claims_of: dict[str, list[str]] = {}
+    placed: list[PodInfo] = []
+    nominated: list[PodInfo] = []
+    outcomes: set[str] = set()
+    for step in range(600):
+        roll = rnd.random()
+        if roll < 0.08 and placed:
+            info = placed.pop(rnd.randrange(len(placed)))
+            for side in sides:
+                side.snapshot.remove_pod(info.uid)
+            continue
+        if roll < 0.12 and nominated:
+            nominations.drop(nominated.pop(rnd.randrange(len(nominated))).uid)
+            continue
+        if roll < 0.13:
+            put(_csi_node(f"n{rnd.randrange(12)}", rnd))
+            continue
+        kind = rnd.randrange(6)
+        names: list[str] = []
+        if kind in (0, 4) or (kind == 2 and not taken):
+            names = [fresh.pop() for _ in range(1 + (kind == 4))]
+        elif kind == 1:
+            names = [fresh_ebs.pop()]
+        elif kind == 2:
+            # Often one a nominated pod brings: counted on its node in the first pass only.
+            pool = taken[-8:]
+            if nominated and rnd.random() < 0.6:
+                pool = claims_of[rnd.choice(nominated).uid] or pool
+            names = [rnd.choice(pool)]
+        taken += names
+        volumes: list[dict[str, Any]] = [
+            {"name": f"v{k}", "persistentVolumeClaim": {"claimName": c}}
+            for k, c in enumerate(names)
+        ]
+        if kind == 3:
+            ebs = {"volumeID": f"vol-{rnd.randrange(100)}"}
+            volumes.append({"name": "v0", "awsElasticBlockStore": ebs})
+        pod = make_pod(
+            f"p{step}",
+            cpu=rnd.choice(["100m", "1"]),
+            priority=rnd.choice([0, 10]),
+            spec={"volumes": volumes},
+        )
+        a, b = (side.schedule(pod) for side in sides)
+        _same(a, b)
+        if not isinstance(a, ScheduleResult):
+            outcomes.add("failed, max volume count" if "max volume" in a else "failed")
+            continue
+        outcomes.add("placed, pods nominated" if nominated else "placed, none nominated")
+        info = PodInfo.of(pod)
+        claims_of[info.uid] = names
+        if rnd.random() < 0.3:
+            nominations.nominate(info, a.suggested_host)
+            nominated.append(info)
+        else:
+            for side in sides:
+                side.snapshot.add_pod(info, a.suggested_host)
+            placed.append(info)
+    assert outcomes >= {
+        "failed, max volume count",
+        "placed, pods nominated",
+        "placed, none nominated",
+    }

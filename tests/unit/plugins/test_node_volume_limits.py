@@ -5,16 +5,36 @@ vectorized Filter against the per-node one."""
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any, cast
 
 import msgspec
 import pytest
-from test_volume_builders import claim_pod, cluster, csi_node, handle, node, pv, pvc, storage_class
+from test_volume_builders import (
+    FakeHandle,
+    claim_pod,
+    cluster,
+    csi_node,
+    handle,
+    node,
+    pv,
+    pvc,
+    storage_class,
+)
 
 from builders import make_pod
 from kubesched.api import CSINode, Pod, VolumeAttachment
-from kubesched.framework import ActionType, Code, CycleState, Nodes, PodInfo, QueueingHint, Status
+from kubesched.framework import (
+    ActionType,
+    Code,
+    CycleState,
+    Handle,
+    Nodes,
+    PodInfo,
+    QueueingHint,
+    Snapshot,
+    Status,
+)
 from kubesched.plugins.node_volume_limits import (
     ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED,
     NodeVolumeLimits,
@@ -687,3 +707,49 @@ def test_cached_counts_follow_the_node_and_the_storage_objects() -> None:
     # The running pod's claim now names another volume handle of the driver: still counted.
     snapshot.objects.set(pvc(f"csi-{EBS}-3", None, bound_to=f"csi-{EBS}-2"))
     assert verdict() is None
+
+
+class NominatingHandle(FakeHandle):
+    """A handle whose pods nominated to nodes are ``nominated``."""
+
+    def __init__(self, snapshot: Snapshot, nominated: Mapping[str, Sequence[Pod]]) -> None:
+        super().__init__(snapshot)
+        self.nominated = nominated
+
+    def nominated_nodes(self) -> list[str]:
+        return list(self.nominated)
+
+    def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]:
+        return [PodInfo.of(p) for p in self.nominated.get(node_name, ())]
+
+
+def test_claims_read_as_what_they_count() -> None:
+    """A pod's volumes no other pod uses are read as their driver's new volumes (in-tree ones
+    apart: nodes that migrated nothing do not count them); one in use, on a node or by a pod
+    nominated to one, as itself."""
+    n, csi = limits_node("csinode", 2, [EBS], migrated=[AWS_IN_TREE])
+    assert csi is not None
+    objects = [*fixtures([EBS]), *volumes_of(AWS_IN_TREE), csi]
+    nominated = pvc_pod(f"csi-{EBS}-2")
+    snapshot = cluster([n], objects, [on_node(RUNNING)])
+    plugin = NodeVolumeLimits(
+        cast(Handle, NominatingHandle(snapshot, {n.metadata.name: [nominated]}))
+    )
+
+    def read(pod: Pod) -> Hashable:
+        return plugin.node_local_claims(pod)
+
+    fresh = read(pvc_pod(f"csi-{EBS}-0"))
+    assert fresh == ((csi_attach_limit_key(EBS), True, ""),)
+    assert read(pvc_pod(f"csi-{EBS}-1")) == fresh
+    assert read(pvc_pod(f"csi-{EBS}-0", f"csi-{EBS}-1")) == fresh * 2
+    # In-tree: the same limit, not counted where the plugin was not migrated.
+    assert read(pvc_pod(f"csi-{AWS_IN_TREE}-0")) == ((csi_attach_limit_key(EBS), False, ""),)
+    # In use by the running pod, and by the nominated one (but for that pod itself).
+    assert read(pvc_pod(f"csi-{EBS}-3")) == (("", False, f"{EBS}/csi-{EBS}-3"),)
+    assert read(pvc_pod(f"csi-{EBS}-2")) == (("", False, f"{EBS}/csi-{EBS}-2"),)
+    assert read(nominated) == fresh
+    assert read(pvc_pod("nope")) is None
+    assert read(make_pod("no-volumes")) == ()
+    snapshot.objects.delete(CSINode, csi.metadata.name)
+    assert read(pvc_pod(f"csi-{EBS}-3")) == ()  # no CSINode, no limits

@@ -1408,3 +1408,46 @@ def test_node_affinity_masks_match_check_node_affinity(seed: int) -> None:
     got = pv_affinity_mask(volume, everything).tolist()
     want = [volume_node_affinity_matches(volume, n.metadata.labels) for n in nodes]
     assert got == want
+
+
+def test_claims_read_as_their_volumes_reach() -> None:
+    """A fully bound claim is read for its volume's node affinity alone; a claim still to bind
+    for itself (``None``)."""
+    other = make_test_pvc("other-pvc", "1G", "waitClass", bound="pv-other")
+    far = make_test_pvc("far-pvc", "1G", "waitClass", bound="pv-far")
+    objects = [
+        *BINDER_CLASSES,
+        BOUND,
+        PV_BOUND,
+        other,
+        make_test_pv("pv-other", "node1", "5G", "waitClass", other),
+        far,
+        make_test_pv("pv-far", "node2", "1G", "waitClass", far),
+        UNBOUND,
+    ]
+    plugin = plugin_for(cluster([NODE1], objects))
+    read = plugin.node_local_claims
+    assert read(binder_pod(BOUND)) == read(binder_pod(other))
+    assert read(binder_pod(BOUND)) != read(binder_pod(far))
+    assert read(binder_pod(BOUND, far)) == read(binder_pod(other, far))
+    assert read(binder_pod(BOUND, UNBOUND)) is None
+
+
+def test_reserve_finds_the_volumes_of_a_node_filtered_in_an_earlier_cycle() -> None:
+    """A node whose verdict was kept from an earlier cycle was not filtered in this one: its
+    volumes are found at Reserve, not taken as all bound."""
+    node2 = node("node2", {NODE_KEY: "node2"})
+    snapshot = cluster([NODE1, node2], [*BINDER_CLASSES, UNBOUND, PV_NODE1A, PV_NODE2])
+    plugin = plugin_for(snapshot)
+    pod = binder_pod(UNBOUND)
+    state = CycleState()
+    assert plugin.pre_filter(state, pod, all_nodes(snapshot))[1] is None
+    slot = snapshot.slot_of("node2")
+    assert slot is not None
+    plugin.filter_nodes(state, pod, Nodes(snapshot, np.array([slot], dtype=np.int64)))
+    assert plugin.reserve(state, pod, "node1") is None
+    s = state.read(STATE_KEY, object)
+    assert not s.all_bound  # type: ignore[attr-defined]
+    assumed = plugin.cache.pvs.get("pv-node1a")
+    assert assumed is not None
+    assert assumed.spec.claim_ref is not None

@@ -155,3 +155,67 @@ def test_memory_storage_binds_and_provisions() -> None:
     stale = {"metadata": {"resourceVersion": "old"}, "spec": {"claimRef": None}}
     with pytest.raises(Conflict, match="the object has been modified"):
         asyncio.run(storage.patch_persistent_volume("local-b", stale))
+
+
+def test_pods_alike_but_for_their_ephemeral_volumes_go_where_each_volume_is() -> None:
+    """Pods of one spec whose generic ephemeral claims are bound to local volumes on different
+    nodes: each pod goes to its own volume's node, none to the node of another's."""
+    nodes = "".join(
+        f"""
+---
+kind: Node
+metadata: {{name: {n}, labels: {{kubernetes.io/hostname: {n}}}}}
+status: {{allocatable: {{cpu: "4", memory: 8Gi, pods: "110"}}}}"""
+        for n in ("a", "b", "c", "d")
+    )
+    pods = ""
+    for i, n in enumerate(("b", "c", "d", "a")):
+        pods += f"""
+---
+kind: PersistentVolume
+metadata: {{name: pv-{i}}}
+spec:
+  capacity: {{storage: 1Gi}}
+  accessModes: [ReadWriteOnce]
+  storageClassName: local
+  local: {{path: /mnt/{i}}}
+  claimRef: {{namespace: default, name: web-{i}-data}}
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+      - matchExpressions: [{{key: kubernetes.io/hostname, operator: In, values: [{n}]}}]
+status: {{phase: Bound}}
+---
+kind: PersistentVolumeClaim
+metadata:
+  name: web-{i}-data
+  annotations: {{pv.kubernetes.io/bind-completed: "yes"}}
+  ownerReferences: [{{apiVersion: v1, kind: Pod, name: web-{i}, uid: web-{i}, controller: true}}]
+spec: {{accessModes: [ReadWriteOnce], storageClassName: local, volumeName: pv-{i}}}
+status: {{phase: Bound}}
+---
+kind: Pod
+metadata: {{name: web-{i}, uid: web-{i}}}
+spec:
+  containers:
+  - {{name: c, image: registry.k8s.io/pause:3.10, resources: {{requests: {{cpu: 100m}}}}}}
+  volumes:
+  - name: data
+    ephemeral:
+      volumeClaimTemplate:
+        spec: {{accessModes: [ReadWriteOnce], storageClassName: local}}
+"""
+    local = """
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: local}
+provisioner: kubernetes.io/no-provisioner
+volumeBindingMode: WaitForFirstConsumer"""
+    result = run(local + nodes + pods)
+    assert {(p.name, p.reason, p.node) for p in result.pods} == {
+        ("web-0", "Scheduled", "b"),
+        ("web-1", "Scheduled", "c"),
+        ("web-2", "Scheduled", "d"),
+        ("web-3", "Scheduled", "a"),
+    }

@@ -7,6 +7,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from kubesched.api import (
@@ -51,6 +52,7 @@ from kubesched.plugins.volume_binding._binder import (
     assume_pod_volumes,
     bind_pod_volumes,
     get_pod_volume_claims,
+    is_pvc_fully_bound,
     revert,
 )
 from kubesched.plugins.volume_binding._cache import AssumeCache, AssumeError
@@ -60,6 +62,8 @@ log = logging.getLogger(__name__)
 
 NAME = "VolumeBinding"
 STATE_KEY = NAME
+
+_encode = msgspec.json.Encoder().encode
 
 #: PreFilter: a claim with Immediate binding (or prebound to a PV) is not bound yet.
 ERR_REASON_UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
@@ -121,6 +125,19 @@ class VolumeBinding(
 
     def node_local_epoch(self) -> Hashable:
         return self.cache.version()
+
+    def node_local_claims(self, pod: Pod) -> Hashable:
+        # A fully bound claim is read for its volume's node affinity alone; any other for
+        # itself (volumes prebound to it, the node chosen for it) and for what Reserve binds.
+        ns = pod.metadata.namespace
+        out: list[bytes | None] = []
+        for name, _ in pod_claim_names(pod):
+            pvc = self.cache.pvcs.get(name, ns)
+            if pvc is None or not is_pvc_fully_bound(pvc):
+                return None
+            pv = self.cache.pvs.get(pvc.spec.volume_name)
+            out.append(None if pv is None else _encode(pv.spec.node_affinity))
+        return tuple(out)
 
     # -- PreFilter / Filter ------------------------------------------------------------------
 
@@ -200,6 +217,13 @@ class VolumeBinding(
         if s.finder is not None:
             slot = self.handle.snapshot.slot_of(node_name)
             volumes = None if slot is None else s.finder.pod_volumes(slot)
+            if volumes is None and slot is not None and s.finder.delay:
+                # The node's verdict was kept from an earlier cycle: what binding takes there
+                # is found now.
+                s.finder.find(Nodes(self.handle.snapshot, np.array([slot], dtype=np.int64)))
+                volumes = s.finder.pod_volumes(slot)
+                if volumes is None:
+                    return Status(Code.ERROR, f'no pod volumes found for node "{node_name}"')
         if volumes is None:
             # The pod uses no PVC (or the node was never filtered for it).
             s.all_bound = True
