@@ -2,8 +2,10 @@
 // all. It lists the nodes once, watches the pending pods and binds each to the next node in
 // turn, -in-flight bindings at a time, then records the Scheduled event kube-scheduler writes
 // (events.k8s.io/v1, through client-go's event broadcaster, from its own client as
-// kube-scheduler's). Per pod the API server does what it does for a scheduler, a binding and an
-// event, and nothing is decided: a scheduler on the same control plane should not bind faster.
+// kube-scheduler's). A pod's ResourceClaims are written first as kube-scheduler writes them
+// (claims.go). Per pod the API server does what it does for a scheduler, a binding and an event
+// (and the claims), and nothing is decided: a scheduler on the same control plane should not
+// bind faster.
 //
 // Pods with scheduling gates are left alone (the API server refuses to bind them), and so are
 // pods for another scheduler. SIGTERM or SIGINT stops it; -version prints the client-go version
@@ -22,6 +24,7 @@ import (
 	"syscall"
 
 	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -104,13 +107,33 @@ func run(ctx context.Context, config *rest.Config, inFlight int) error {
 	}
 	recorder := broadcaster.NewRecorder(scheme.Scheme, schedulerName)
 
+	// The claims first: a pod with claims is bound once they are there.
+	claimFactory := informers.NewSharedInformerFactory(client, 0)
+	claims := claimFactory.Resource().V1().ResourceClaims()
+	claimInformer := claims.Informer()
+	claimFactory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), claimInformer.HasSynced) {
+		return fmt.Errorf("the resource claims did not sync")
+	}
+	writer, err := newClaimWriter(ctx, client, claims.Lister())
+	if err != nil {
+		return err
+	}
+
 	queue := workqueue.NewTyped[*v1.Pod]()
+	pending := newPending(queue, writer)
+	if _, err := claimInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: pending.claimAdded}); err != nil {
+		return err
+	}
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0,
 		informers.WithTweakListOptions(func(options *metav1.ListOptions) {
 			options.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", "").String()
 		}))
 	pods := factory.Core().V1().Pods().Informer()
-	if _, err := pods.AddEventHandler(newPending(queue)); err != nil {
+	if _, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    pending.offer,
+		UpdateFunc: func(_, obj any) { pending.offer(obj) },
+	}); err != nil {
 		return err
 	}
 	factory.Start(ctx.Done())
@@ -126,7 +149,20 @@ func run(ctx context.Context, config *rest.Config, inFlight int) error {
 				if shutdown {
 					return
 				}
-				bindOne(ctx, client, recorder, pod, next())
+				node := ""
+				if len(pod.Spec.ResourceClaims) > 0 {
+					n, err := writer.write(ctx, pod)
+					if err != nil {
+						klog.ErrorS(err, "Writing claims", "pod", klog.KObj(pod))
+						queue.Done(pod)
+						continue
+					}
+					node = n
+				}
+				if node == "" {
+					node = next()
+				}
+				bindOne(ctx, client, recorder, pod, node)
 				queue.Done(pod)
 			}
 		}()
@@ -172,21 +208,62 @@ func pending(pod *v1.Pod) bool {
 		pod.Spec.SchedulerName == schedulerName
 }
 
-// newPending queues each pending pod once: the watch may deliver a pod again (an update, a
-// relist) before its binding shows, and a second binding would only be refused.
-func newPending(queue workqueue.TypedInterface[*v1.Pod]) cache.ResourceEventHandlerFuncs {
-	// The handler's callbacks run one at a time, so the set needs no lock.
-	queued := map[types.UID]bool{}
-	offer := func(obj any) {
-		pod, ok := obj.(*v1.Pod)
-		if ok && !queued[pod.UID] && pending(pod) {
-			queued[pod.UID] = true
-			queue.Add(pod)
+// pendingPods queues each pending pod once: the watch may deliver a pod again (an update, a
+// relist) before its binding shows, and a second binding would only be refused. A pod with
+// claims waits until they are there: its status naming them comes as an update, a claim
+// created as an add of the claim.
+type pendingPods struct {
+	queue  workqueue.TypedInterface[*v1.Pod]
+	writer *claimWriter
+
+	mu      sync.Mutex
+	queued  map[types.UID]bool
+	waiting map[string][]*v1.Pod // claim (namespace/name) -> pods waiting for it
+}
+
+func newPending(queue workqueue.TypedInterface[*v1.Pod], writer *claimWriter) *pendingPods {
+	return &pendingPods{
+		queue: queue, writer: writer,
+		queued: map[types.UID]bool{}, waiting: map[string][]*v1.Pod{},
+	}
+}
+
+func (p *pendingPods) offer(obj any) {
+	pod, ok := obj.(*v1.Pod)
+	if !ok || !pending(pod) {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.queued[pod.UID] {
+		return
+	}
+	if len(pod.Spec.ResourceClaims) > 0 {
+		key, named := p.writer.missing(pod)
+		if !named {
+			return
+		}
+		if key != "" {
+			p.waiting[key] = append(p.waiting[key], pod)
+			return
 		}
 	}
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    offer,
-		UpdateFunc: func(_, obj any) { offer(obj) },
+	p.queued[pod.UID] = true
+	p.queue.Add(pod)
+}
+
+func (p *pendingPods) claimAdded(obj any) {
+	claim, ok := obj.(*resourceapi.ResourceClaim)
+	if !ok {
+		return
+	}
+	key := claim.Namespace + "/" + claim.Name
+	p.mu.Lock()
+	pods := p.waiting[key]
+	delete(p.waiting, key)
+	p.mu.Unlock()
+	for _, pod := range pods {
+		p.offer(pod)
 	}
 }
 

@@ -68,7 +68,8 @@ from kubesched.bench._workloads import (
 from kubesched.kube import AlreadyExists, APIClient, NotFound, api_path
 
 #: The schedulers measured; ``binder`` decides nothing (the API server's ceiling: hack/binder,
-#: a Go program on client-go that binds round-robin and writes kube-scheduler's event).
+#: a Go program on client-go that binds round-robin and writes kube-scheduler's event, and the
+#: pod's ResourceClaims before).
 SCHEDULERS = ("kubesched", "kube-scheduler", "binder")
 NAMESPACE = "bench"
 

@@ -2,8 +2,10 @@
 
 A small Go program on client-go (``hack/binder``, the same version line as the Kubernetes the
 control plane is built from) that decides nothing: it binds each pending pod to the next node in
-turn and records the ``Scheduled`` event kube-scheduler writes. Cached like the other tools,
-its own sources in the version:
+turn and records the ``Scheduled`` event kube-scheduler writes; a pod's ResourceClaims it writes
+first as kube-scheduler does (a free device of the next node's pool for a claim not yet
+allocated; the pod to the node of one that is). Cached like the other tools, its own sources in
+the version:
 
     <cache>/bin/binder-v0.34.4+<digest>/binder
 """
