@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import enum
 import random
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_checkable
@@ -359,10 +359,20 @@ class ClusterEvent:
     label: str = field(default="", compare=False)
 
 
+#: Given an event's old and new objects, the keys of what it is about (see
+#: :attr:`ClusterEventWithHint.object_keys`); ``None`` when it may be about anything.
+ObjectKeysFn = Callable[[Any, Any], Collection[Hashable] | None]
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterEventWithHint:
     event: ClusterEvent
     hint: QueueingHintFn | None = None
+    #: For a PreEnqueue plugin's registration: the keys of the objects the event is about, in
+    #: the terms of :meth:`PreEnqueuePlugin.gate_keys`. A pod the plugin gates whose gate keys
+    #: share none of them gets ``Skip`` from ``hint``, so the queue need not ask it: thousands of
+    #: pods waiting for their own objects are not each asked about every object created.
+    object_keys: ObjectKeysFn | None = None
 
 
 @dataclass(slots=True, eq=False)
@@ -378,8 +388,10 @@ class QueuedPodInfo:
     #: Plugins that rejected the pod in its last attempt: only their events can requeue it.
     unschedulable_plugins: set[str] = field(default_factory=set)
     pending_plugins: set[str] = field(default_factory=set)
-    #: The PreEnqueue plugin that is keeping the pod out of the active queue, if any.
+    #: The PreEnqueue plugin that is keeping the pod out of the active queue, if any, and
+    #: what the pod waits for (:meth:`PreEnqueuePlugin.gate_keys`).
     gated_by: str = ""
+    gate_keys: frozenset[Hashable] | None = None
     #: The scheduling cycle (pop count) of the pod's latest attempt.
     cycle: int = 0
 
@@ -465,6 +477,12 @@ class PreEnqueuePlugin(Plugin):
     def pre_enqueue(self, pod: Pod) -> Status | None:
         """Whether ``pod`` may enter the active queue at all (scheduling gates)."""
         raise NotImplementedError
+
+    def gate_keys(self, pod: Pod) -> Collection[Hashable] | None:
+        """For a pod this plugin gates: the keys of the objects whose events may lift the gate,
+        as the ``object_keys`` of its registrations name them; ``None`` (the default) when any
+        event it registered may."""
+        return None
 
 
 #: A QueueSort order given as a key (see :attr:`QueueSortPlugin.sort_key`).

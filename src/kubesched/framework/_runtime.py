@@ -445,6 +445,12 @@ class Framework:
                 return s.with_plugin(p.name)
         return None
 
+    def gate_keys(self, pod: Pod, plugin: str) -> frozenset[Hashable] | None:
+        """``plugin``'s :meth:`PreEnqueuePlugin.gate_keys` for a pod it gates."""
+        gating = self._pre_enqueue_by_name.get(plugin)
+        keys = None if gating is None else gating.gate_keys(pod)
+        return None if keys is None else frozenset(keys)
+
     def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
         return self.queue_sort.less(a, b)
 

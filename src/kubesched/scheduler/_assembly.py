@@ -9,7 +9,7 @@ whatever front end drives it; only what the front end writes to (``writer``) and
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 
 from kubesched.api import Pod
 from kubesched.config import KubeSchedulerConfiguration
@@ -60,10 +60,15 @@ def new_scheduler(
         fwk = frameworks.get(pod.spec.scheduler_name)
         return None if fwk is None else fwk.run_pre_enqueue(pod, gating)
 
+    def gate_keys(pod: Pod, gating: str) -> frozenset[Hashable] | None:
+        fwk = frameworks.get(pod.spec.scheduler_name)
+        return None if fwk is None else fwk.gate_keys(pod, gating)
+
     queue = SchedulingQueue(
         less=first.less,
         sort_key=first.sort_key,
         pre_enqueue=pre_enqueue,
+        gate_keys=gate_keys,
         events_to_register=events_to_register(frameworks),
         pod_initial_backoff=float(config.pod_initial_backoff_seconds),
         pod_max_backoff=float(config.pod_max_backoff_seconds),

@@ -18,7 +18,7 @@ import enum
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
 from typing import Any, Protocol
 
 from kubesched.api import Pod
@@ -85,14 +85,35 @@ class _Matches(dict[str, tuple[ClusterEventWithHint, ...]]):
     def __init__(self, hints: Mapping[str, tuple[ClusterEventWithHint, ...]], event: ClusterEvent):
         super().__init__()
         self._hints = hints
-        self._event = event
+        self.event = event
         self.wildcard = is_wildcard(event)
 
     def __missing__(self, plugin: str) -> tuple[ClusterEventWithHint, ...]:
-        event = self._event
+        event = self.event
         registered = self._hints.get(plugin, _ALL_EVENTS)
         hit = self[plugin] = tuple(e for e in registered if event_matches(e.event, event))
         return hit
+
+
+def _object_keys(matching: _Matches, gate: str, old: Any, new: Any) -> Collection[Hashable] | None:
+    """What an event is about for the pods ``gate`` keeps out, by the ``object_keys`` of the
+    gate's registrations it matches; ``None`` when one of them cannot tell."""
+    if matching.wildcard:
+        return None
+    keys: set[Hashable] = set()
+    for registered in matching[gate]:
+        of = registered.object_keys
+        if of is None:
+            return None
+        try:
+            some = of(old, new)
+        except Exception:
+            log.exception("object keys of %s failed for %s", gate, matching.event)
+            return None
+        if some is None:
+            return None
+        keys.update(some)
+    return keys
 
 
 #: The moves' labels (``scheduler_queue_incoming_pods_total{event}``) that are no cluster event's.
@@ -105,6 +126,8 @@ _NOMINATING = frozenset((_UNSCHEDULED_POD_ADD, _UNSCHEDULED_POD_UPDATE))
 #: ``(pod, gating plugin or "") -> Status | None``: the pod's profile's PreEnqueue plugins, the
 #: one gating it so far first.
 PreEnqueueFn = Callable[[Pod, str], Status | None]
+#: ``(pod, gating plugin) -> keys | None``: what the pod waits for (``Framework.gate_keys``).
+GateKeysFn = Callable[[Pod, str], frozenset[Hashable] | None]
 #: Receives the number of pending pods of the sub-queues whose number changed.
 PendingPodsMetric = Callable[[dict[str, int]], None]
 
@@ -143,6 +166,7 @@ class SchedulingQueue:
         less: LessFn,
         sort_key: SortKeyFn | None = None,
         pre_enqueue: PreEnqueueFn | None = None,
+        gate_keys: GateKeysFn | None = None,
         events_to_register: Mapping[str, Iterable[ClusterEventWithHint]] | None = None,
         pod_initial_backoff: float = DEFAULT_POD_INITIAL_BACKOFF,
         pod_max_backoff: float = DEFAULT_POD_MAX_BACKOFF,
@@ -158,7 +182,8 @@ class SchedulingQueue:
 
         ``less`` is the QueueSort of the profiles (they all share one); ``sort_key``, if the
         QueueSort has one (``Framework.sort_key``), orders the activeQ without calling ``less``.
-        ``pre_enqueue`` runs the PreEnqueue plugins of the pod's profile. ``events_to_register``
+        ``pre_enqueue`` runs the PreEnqueue plugins of the pod's profile, ``gate_keys`` says what
+        a gated pod waits for. ``events_to_register``
         maps a plugin name to the events that may make pods it rejected schedulable (the union
         over profiles); a plugin that rejects a pod but registered nothing is woken by every
         event, as in kube-scheduler. ``clock`` returns monotonic seconds. The metrics receive the
@@ -166,6 +191,7 @@ class SchedulingQueue:
         ``pop_from_backoff`` is ``SchedulerPopFromBackoffQ`` (on by default, as in v1.34).
         """
         self._pre_enqueue = pre_enqueue
+        self._gate_keys = gate_keys
         self._hints: dict[str, tuple[ClusterEventWithHint, ...]] = {
             plugin: _with_node_taint(tuple(events))
             for plugin, events in (events_to_register or {}).items()
@@ -264,6 +290,10 @@ class SchedulingQueue:
         if part is self._backoff_q:
             self._backoff_q.update(qpi)
             return
+        if qpi.gated_by:
+            # What the pod waits for may have changed with it (claims named in its status).
+            self._find_gate_keys(qpi)
+            self._unschedulable_pods.rekey(qpi)
         for event in events:
             strategy, plugin = self._worth_requeuing(qpi, event, old, new)
             if strategy == _Strategy.SKIP:
@@ -389,8 +419,10 @@ class SchedulingQueue:
         accept a pod for it to be considered at all.
         """
         if self._of_interest(event):
+            matching = self._matching(event)
             pods = self._unschedulable_pods.reachable(
-                lambda gate: bool(self._matching(event)[gate])
+                lambda gate: bool(matching[gate]),
+                lambda gate: _object_keys(matching, gate, old, new),
             )
         else:
             # No registered event matches: only pods that any event moves.
@@ -625,10 +657,22 @@ class SchedulingQueue:
             status = Status.as_error(e)
         if status is None or status.code == Code.SUCCESS:
             qpi.gated_by = ""
+            qpi.gate_keys = None
             return
         plugin = status.plugin or _PRE_ENQUEUE
         qpi.unschedulable_plugins.add(plugin)
         qpi.gated_by = plugin
+        self._find_gate_keys(qpi)
+
+    def _find_gate_keys(self, qpi: QueuedPodInfo) -> None:
+        """What the gated pod waits for (``None``: not known, any event of its gate's)."""
+        qpi.gate_keys = None
+        if self._gate_keys is None:
+            return
+        try:
+            qpi.gate_keys = self._gate_keys(qpi.pod, qpi.gated_by)
+        except Exception:
+            log.exception("gate keys of %s failed for pod %s", qpi.gated_by, qpi.pod.key)
 
     def _move_to_active(
         self, qpi: QueuedPodInfo, event: str, plugin: str = "", *, pre_enqueued: bool = False

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Hashable, Iterable
 
 from kubesched.api import Pod
 from kubesched.framework import QueuedPodInfo
@@ -20,6 +20,8 @@ class UnschedulablePods:
     by a plugin that registered no events), and the gated pods by their gating plugin: an event
     reaches a gated pod only if its gating plugin registered a matching one, and thousands of
     pods gated alike need not each be looked at for every event that cannot lift their gate.
+    Pods that only their gating plugin rejected are also kept by their gate keys (what they
+    wait for), so an event about a few objects reaches the pods waiting for those only.
     """
 
     name = UNSCHEDULABLE
@@ -34,6 +36,13 @@ class UnschedulablePods:
         self._ungated: dict[str, None] = {}
         self._gates: dict[str, dict[str, None]] = {}
         self._gate_of: dict[str, str] = {}
+        #: Per gate, its pods by gate key, and those it keeps by none (any event reaches them);
+        #: each gated pod's place in arrival order, which reachable pods are given in.
+        self._keyed: dict[str, dict[Hashable, dict[str, None]]] = {}
+        self._unkeyed: dict[str, dict[str, None]] = {}
+        self._keys_of: dict[str, frozenset[Hashable]] = {}
+        self._order: dict[str, int] = {}
+        self._arrivals = 0
         #: How many pods wait here, and how many of them are gated (the containers' own
         #: ``__len__``, cheap on the hot path).
         self.size: Callable[[], int] = self._pods.__len__
@@ -49,8 +58,7 @@ class UnschedulablePods:
         self._pods[uid] = qpi
         self._ungate(uid)
         if qpi.gated_by:
-            self._gate_of[uid] = qpi.gated_by
-            self._gates.setdefault(qpi.gated_by, {})[uid] = None
+            self._gate(uid, qpi)
         else:
             self._ungated[uid] = None
         rejectors = qpi.unschedulable_plugins | qpi.pending_plugins
@@ -65,7 +73,12 @@ class UnschedulablePods:
         gate is the same, without deriving again what :meth:`add` derives."""
         uid = qpi.pod.metadata.uid
         group = self._gates.get(gated_by)
-        if qpi.gated_by != gated_by or group is None or uid not in group:
+        if (
+            qpi.gated_by != gated_by
+            or group is None
+            or uid not in group
+            or self._keys_of.get(uid) != _indexed_keys(qpi)
+        ):
             self.delete(uid)
             self.add(qpi, event)
             return
@@ -76,6 +89,8 @@ class UnschedulablePods:
         pods[uid] = qpi
         del group[uid]
         group[uid] = None
+        self._arrivals += 1
+        self._order[uid] = self._arrivals
 
     def delete(self, uid: str) -> bool:
         if self._pods.pop(uid, None) is None:
@@ -84,15 +99,66 @@ class UnschedulablePods:
         self._catch_all.discard(uid)
         return True
 
+    def _gate(self, uid: str, qpi: QueuedPodInfo) -> None:
+        """Put the pod in its gate's group."""
+        gate = qpi.gated_by
+        self._gate_of[uid] = gate
+        self._gates.setdefault(gate, {})[uid] = None
+        self._arrivals += 1
+        self._order[uid] = self._arrivals
+        self._index(uid, qpi)
+
+    def _index(self, uid: str, qpi: QueuedPodInfo) -> None:
+        """Keep the gated pod by its gate keys, or by none when another plugin rejected it too
+        (that plugin's events may move it as well)."""
+        gate = qpi.gated_by
+        keys = _indexed_keys(qpi)
+        if keys is None:
+            self._unkeyed.setdefault(gate, {})[uid] = None
+            return
+        self._keys_of[uid] = keys
+        keyed = self._keyed.setdefault(gate, {})
+        for key in keys:
+            keyed.setdefault(key, {})[uid] = None
+
+    def _unindex(self, uid: str, gate: str) -> None:
+        keys = self._keys_of.pop(uid, None)
+        if keys is None:
+            unkeyed = self._unkeyed[gate]
+            del unkeyed[uid]
+            if not unkeyed:
+                del self._unkeyed[gate]
+            return
+        keyed = self._keyed[gate]
+        for key in keys:
+            waiting = keyed[key]
+            del waiting[uid]
+            if not waiting:
+                del keyed[key]
+        if not keyed:
+            del self._keyed[gate]
+
+    def rekey(self, qpi: QueuedPodInfo) -> None:
+        """A gated pod here changed (its gate keys with it): kept by its new keys, in its place."""
+        uid = qpi.pod.metadata.uid
+        gate = self._gate_of.get(uid)
+        if gate is None or self._keys_of.get(uid) == _indexed_keys(qpi):
+            return
+        self._unindex(uid, gate)
+        self._index(uid, qpi)
+
     def _ungate(self, uid: str) -> None:
         """Take the pod out of its group, gated or not."""
         self._ungated.pop(uid, None)
         gate = self._gate_of.pop(uid, None)
-        if gate is not None:
-            uids = self._gates[gate]
-            del uids[uid]
-            if not uids:
-                del self._gates[gate]
+        if gate is None:
+            return
+        uids = self._gates[gate]
+        del uids[uid]
+        if not uids:
+            del self._gates[gate]
+        del self._order[uid]
+        self._unindex(uid, gate)
 
     def get(self, uid: str) -> QueuedPodInfo | None:
         return self._pods.get(uid)
@@ -103,14 +169,28 @@ class UnschedulablePods:
     def pod_infos(self) -> list[QueuedPodInfo]:
         return list(self._pods.values())
 
-    def reachable(self, gate_lifted_by: Callable[[str], bool]) -> list[QueuedPodInfo]:
+    def reachable(
+        self,
+        gate_lifted_by: Callable[[str], bool],
+        keys_for: Callable[[str], Collection[Hashable] | None] | None = None,
+    ) -> list[QueuedPodInfo]:
         """The pods an event may reach: those not gated, and the gated ones whose gating plugin
-        ``gate_lifted_by`` accepts (it registered an event matching this one)."""
+        ``gate_lifted_by`` accepts (it registered an event matching this one); of those, when
+        ``keys_for`` gives the keys the event is about for that gate, the pods kept by one of
+        them or by none."""
         pods = self._pods
         out = [pods[uid] for uid in self._ungated]
         for gate, uids in self._gates.items():
-            if gate_lifted_by(gate):
+            if not gate_lifted_by(gate):
+                continue
+            keys = None if keys_for is None else keys_for(gate)
+            if keys is None:
                 out.extend(pods[uid] for uid in uids)
+                continue
+            keyed = self._keyed.get(gate, {})
+            chosen = {uid for key in keys for uid in keyed.get(key, ())}
+            chosen.update(self._unkeyed.get(gate, ()))
+            out.extend(pods[uid] for uid in sorted(chosen, key=self._order.__getitem__))
         return out
 
     def catch_all(self) -> list[QueuedPodInfo]:
@@ -119,3 +199,11 @@ class UnschedulablePods:
 
     def pods(self) -> Iterable[Pod]:
         return (q.pod for q in self._pods.values())
+
+
+def _indexed_keys(qpi: QueuedPodInfo) -> frozenset[Hashable] | None:
+    """The gate keys a gated pod is kept by: none when another plugin rejected it too."""
+    keys = qpi.gate_keys
+    if keys is None or qpi.pending_plugins or qpi.unschedulable_plugins != {qpi.gated_by}:
+        return None
+    return keys

@@ -1186,3 +1186,160 @@ def test_a_pod_updated_in_the_heap_leaves_the_others_in_order() -> None:
         clock.step(1)
     q.update(pods["a"], with_spec(pods["a"], priority=9))
     assert [pop(q).pod.metadata.name for _ in range(3)] == ["a", "c", "b"]
+
+
+# --- gate keys: events reach the gated pods waiting for what they are about ------------------
+
+CLAIM_ADD = ClusterEvent("ResourceClaim", ActionType.ADD)
+EVERYTHING = "*"
+
+
+def waits_for(pod: Pod) -> str:
+    return pod.metadata.annotations.get("waits", "")
+
+
+def claims_gate(present: set[str]) -> Any:
+    """A PreEnqueue gate holding pods until the object their ``waits`` annotation names exists."""
+
+    def pre_enqueue(pod: Pod, gating: str) -> Status | None:
+        if waits_for(pod) and waits_for(pod) not in present:
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "waiting", plugin="Claims")
+        return None
+
+    return pre_enqueue
+
+
+def claim_events(asked: list[str]) -> dict[str, list[ClusterEventWithHint]]:
+    """The gate's registration: its hint queues a pod for the object it waits for (or for any
+    pod, on the object ``*``), and says which object an event is about."""
+
+    def hint(pod: Pod, old: Any, new: Any) -> QueueingHint:
+        asked.append(pod.metadata.name)
+        return QueueingHint.QUEUE if new in (waits_for(pod), EVERYTHING) else QueueingHint.SKIP
+
+    def object_keys(old: Any, new: Any) -> set[str] | None:
+        return None if new == EVERYTHING else {new}
+
+    return {
+        **DEFAULT_EVENTS,
+        "Claims": [ClusterEventWithHint(CLAIM_ADD, hint, object_keys)],
+    }
+
+
+def claims_gate_keys(pod: Pod, gating: str) -> frozenset[str] | None:
+    return frozenset([waits_for(pod)]) if gating == "Claims" else None
+
+
+def waiting(name: str, key: str) -> Pod:
+    return make_pod(name, annotations={"waits": key})
+
+
+def test_an_event_about_an_object_asks_only_the_pods_waiting_for_it() -> None:
+    present: set[str] = set()
+    asked: list[str] = []
+    q = make_queue(
+        FakeClock(),
+        claim_events(asked),
+        pre_enqueue=claims_gate(present),
+        gate_keys=claims_gate_keys,
+    )
+    pods = {key: waiting(f"waits-{key}", key) for key in "abc"}
+    for pod in pods.values():
+        q.add(pod)
+    # Rejected by Fit too after an attempt: kept by no key, asked about every object.
+    # Rejected by Fit, then gated when Fit's event moves it: kept by no key, asked about every
+    # object.
+    also_fit = waiting("also-fit", "z")
+    present.add("z")
+    q.add(also_fit)
+    fail(q, pop(q), "Fit")
+    present.remove("z")
+    q.move_all_to_active_or_backoff(NODE_ADD)
+    assert [q.where(uid(p)) for p in (*pods.values(), also_fit)] == [GATED] * 4
+    present.add("b")
+    q.move_all_to_active_or_backoff(CLAIM_ADD, None, "b")
+    assert asked == ["waits-b", "also-fit"]
+    assert [q.where(uid(p)) for p in pods.values()] == [GATED, ACTIVE, GATED]
+    # An update that changes what the pod waits for: found by its new key.
+    old = pods["c"]
+    meta = msgspec.structs.replace(old.metadata, annotations={"waits": "d"})
+    new = msgspec.structs.replace(old, metadata=meta)
+    q.update(old, new)
+    asked.clear()
+    present.add("d")
+    q.move_all_to_active_or_backoff(CLAIM_ADD, None, "d")
+    assert asked == ["waits-c", "also-fit"]
+    assert q.where(uid(new)) == ACTIVE
+    # An event that may be about anything asks every pod its gate holds.
+    asked.clear()
+    q.move_all_to_active_or_backoff(CLAIM_ADD, None, EVERYTHING)
+    assert sorted(asked) == ["also-fit", "waits-a"]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_gate_keys_move_the_pods_a_queue_without_them_moves(seed: int) -> None:
+    """Random pods waiting for objects, objects appearing, pods changing what they wait for,
+    attempts failing: a queue that keeps gated pods by their gate keys moves each pod as one
+    that asks every gated pod does, and counts the same arrivals."""
+    rng = random.Random(seed)
+    present: set[str] = set()
+    clocks = (FakeClock(), FakeClock())
+    incoming: tuple[dict[str, dict[str, int]], ...] = ({}, {})
+    queues = [
+        make_queue(
+            clocks[i],
+            claim_events([]),
+            pre_enqueue=claims_gate(present),
+            incoming_pods_metric=incoming[i],
+            **({"gate_keys": claims_gate_keys} if i == 0 else {}),
+        )
+        for i in range(2)
+    ]
+    live: dict[str, Pod] = {}
+    seen: set[str] = set()
+    for step in range(1500):
+        op = rng.randrange(8)
+        if op <= 1 or not live:
+            pod = waiting(f"p{step}", f"o{rng.randrange(40)}")
+            live[uid(pod)] = pod
+            for q in queues:
+                q.add(pod)
+        elif op == 2:
+            pod = live[rng.choice(list(live))]
+            meta = msgspec.structs.replace(
+                pod.metadata, annotations={"waits": f"o{rng.randrange(40)}"}
+            )
+            new = msgspec.structs.replace(pod, metadata=meta)
+            live[uid(pod)] = new
+            for q in queues:
+                q.update(pod, new)
+        elif op == 3:
+            key = rng.choice([f"o{rng.randrange(40)}", EVERYTHING])
+            if key != EVERYTHING and rng.random() < 0.5:
+                present.add(key)
+            for q in queues:
+                q.move_all_to_active_or_backoff(CLAIM_ADD, None, key)
+        elif op == 4:
+            popped = [q.try_pop() for q in queues]
+            assert [None if p is None else uid(p.pod) for p in popped] == [
+                None if popped[0] is None else uid(popped[0].pod)
+            ] * 2
+            if popped[0] is not None:
+                plugins = rng.choice([("Fit",), ("Claims",), ("Fit", "Claims")])
+                for q, qpi in zip(queues, popped, strict=True):
+                    assert qpi is not None
+                    fail(q, qpi, *plugins)
+        elif op == 5:
+            for q in queues:
+                q.move_all_to_active_or_backoff(NODE_ADD)
+        else:
+            seconds = rng.random() * 5
+            for clock in clocks:
+                clock.step(seconds)
+            for q in queues:
+                q.flush_backoff_completed()
+        places = [{u: q.where(u) for u in live} for q in queues]
+        assert places[0] == places[1], (step, {u for u in live if places[0][u] != places[1][u]})
+        seen.update(places[0].values())
+    assert incoming[0] == incoming[1]
+    assert {GATED, ACTIVE, BACKOFF, UNSCHEDULABLE} <= seen

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Hashable, Mapping
+from collections.abc import Collection, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -415,6 +415,15 @@ class DynamicResources(
         except ClaimNameError as e:
             return _unschedulable(str(e))
         return None
+
+    def gate_keys(self, pod: Pod) -> Collection[Hashable] | None:
+        # The claims a gated pod names (none while one of them cannot be named yet: its claim
+        # hint then skips every claim, as _names cannot match); the claim events' object_keys.
+        try:
+            names = [resource_claim_name(pod, i)[0] for i in range(len(pod.spec.resource_claims))]
+        except ClaimNameError:
+            return ()
+        return [(pod.metadata.namespace, name) for name in names]
 
     # -- PreFilter / Filter ---------------------------------------------------------------------
 
@@ -865,6 +874,7 @@ class DynamicResources(
             ClusterEventWithHint(
                 ClusterEvent(RESOURCE_CLAIM, ActionType.ADD | ActionType.UPDATE),
                 self.is_schedulable_after_claim_change,
+                claim_keys,
             ),
             # The resourceclaim controller names the claim it made in the pod's status.
             ClusterEventWithHint(
@@ -921,6 +931,25 @@ class DynamicResources(
         except ClaimNameError:
             return QueueingHint.SKIP
         return QueueingHint.QUEUE
+
+
+def claim_keys(old: Any, new: Any) -> Collection[Hashable] | None:
+    """The claim event's ``object_keys``: the claim, unless it was deallocated (which may let
+    any pod fit) or is no claim (both of which ``is_schedulable_after_claim_change`` queues
+    every pod for)."""
+    try:
+        original, modified = as_objects(old, new, ResourceClaim)
+    except TypeError:
+        return None
+    if modified is None:
+        return None
+    if (
+        original is not None
+        and original.status.allocation is not None
+        and modified.status.allocation is None
+    ):
+        return None
+    return ((modified.metadata.namespace, modified.metadata.name),)
 
 
 def _names(pod: Pod, claim: ResourceClaim) -> bool:

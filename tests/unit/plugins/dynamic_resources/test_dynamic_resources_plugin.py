@@ -39,6 +39,7 @@ from kubesched.plugins.dynamic_resources import (
     DynamicResources,
 )
 from kubesched.plugins.dynamic_resources._allocator import Allocator
+from kubesched.plugins.dynamic_resources._plugin import claim_keys
 from kubesched.simulate import load_text, simulate
 from kubesched.simulate._storage import MemoryStorage
 
@@ -441,6 +442,36 @@ def test_claim_event_hints() -> None:
         mine, metadata=msgspec.structs.replace(mine.metadata, namespace="other")
     )
     assert hint(pod, None, elsewhere) == QueueingHint.SKIP
+
+
+def test_a_claim_event_skips_every_pod_whose_gate_keys_miss_its_object_keys() -> None:
+    """The contract the queue relies on to ask only the gated pods waiting for a claim: where
+    ``claim_keys`` names the claim and a pod's ``gate_keys`` do not, the hint says Skip."""
+    c = Cluster(gpu_class(), gpu_claim("c"), gpu_claim("unrelated"))
+    mine, other = c.claim("c"), c.claim("unrelated")
+    allocated = msgspec.structs.replace(
+        other,
+        status=msgspec.convert({"allocation": {"devices": {"results": []}}}, type(other.status)),
+    )
+    elsewhere = msgspec.structs.replace(
+        mine, metadata=msgspec.structs.replace(mine.metadata, namespace="other")
+    )
+    template = make_pod(
+        "t", spec={"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "tmpl"}]}
+    )
+    pods = [claiming("p", "c"), claiming("q", "missing"), template]
+    events = [(None, mine), (mine, mine), (None, other), (allocated, other), (None, elsewhere)]
+    assert c.plugin.gate_keys(pods[0]) == [("default", "c")]
+    assert c.plugin.gate_keys(template) == ()  # its claim not named yet
+    assert claim_keys(allocated, other) is None  # deallocated: may concern any pod
+    hint = c.plugin.is_schedulable_after_claim_change
+    for pod in pods:
+        gate = set(c.plugin.gate_keys(pod) or ())
+        for old, new in events:
+            keys = claim_keys(old, new)
+            if keys is not None and not gate & set(keys):
+                assert hint(pod, old, new) == QueueingHint.SKIP, (pod.metadata.name, new)
+    assert hint(pods[0], None, mine) == QueueingHint.QUEUE
 
 
 MANIFESTS = f"""
