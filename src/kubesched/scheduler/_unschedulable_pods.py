@@ -117,6 +117,8 @@ class UnschedulablePods:
             self._unkeyed.setdefault(gate, {})[uid] = None
             return
         self._keys_of[uid] = keys
+        if not keys:
+            return
         keyed = self._keyed.setdefault(gate, {})
         for key in keys:
             keyed.setdefault(key, {})[uid] = None
@@ -129,6 +131,8 @@ class UnschedulablePods:
             if not unkeyed:
                 del self._unkeyed[gate]
             return
+        if not keys:
+            return  # waits for nothing an event is about
         keyed = self._keyed[gate]
         for key in keys:
             waiting = keyed[key]

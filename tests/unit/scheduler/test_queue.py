@@ -1199,10 +1199,13 @@ def waits_for(pod: Pod) -> str:
 
 
 def claims_gate(present: set[str]) -> Any:
-    """A PreEnqueue gate holding pods until the object their ``waits`` annotation names exists."""
+    """A PreEnqueue gate holding pods until the object their ``waits`` annotation names exists
+    (one named ``?...`` is not known yet: as a claim from a template before the pod's status
+    names it)."""
 
     def pre_enqueue(pod: Pod, gating: str) -> Status | None:
-        if waits_for(pod) and waits_for(pod) not in present:
+        key = waits_for(pod)
+        if key and (key.startswith("?") or key not in present):
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "waiting", plugin="Claims")
         return None
 
@@ -1215,7 +1218,12 @@ def claim_events(asked: list[str]) -> dict[str, list[ClusterEventWithHint]]:
 
     def hint(pod: Pod, old: Any, new: Any) -> QueueingHint:
         asked.append(pod.metadata.name)
-        return QueueingHint.QUEUE if new in (waits_for(pod), EVERYTHING) else QueueingHint.SKIP
+        known = not waits_for(pod).startswith("?")
+        return (
+            QueueingHint.QUEUE
+            if new == EVERYTHING or (known and new == waits_for(pod))
+            else QueueingHint.SKIP
+        )
 
     def object_keys(old: Any, new: Any) -> set[str] | None:
         return None if new == EVERYTHING else {new}
@@ -1227,7 +1235,9 @@ def claim_events(asked: list[str]) -> dict[str, list[ClusterEventWithHint]]:
 
 
 def claims_gate_keys(pod: Pod, gating: str) -> frozenset[str] | None:
-    return frozenset([waits_for(pod)]) if gating == "Claims" else None
+    if gating != "Claims":
+        return None
+    return frozenset() if waits_for(pod).startswith("?") else frozenset([waits_for(pod)])
 
 
 def waiting(name: str, key: str) -> Pod:
@@ -1300,15 +1310,14 @@ def test_gate_keys_move_the_pods_a_queue_without_them_moves(seed: int) -> None:
     for step in range(1500):
         op = rng.randrange(8)
         if op <= 1 or not live:
-            pod = waiting(f"p{step}", f"o{rng.randrange(40)}")
+            pod = waiting(f"p{step}", rng.choice(["?", "o"]) + str(rng.randrange(40)))
             live[uid(pod)] = pod
             for q in queues:
                 q.add(pod)
         elif op == 2:
             pod = live[rng.choice(list(live))]
-            meta = msgspec.structs.replace(
-                pod.metadata, annotations={"waits": f"o{rng.randrange(40)}"}
-            )
+            key = rng.choice(["?", "o", "o"]) + str(rng.randrange(40))
+            meta = msgspec.structs.replace(pod.metadata, annotations={"waits": key})
             new = msgspec.structs.replace(pod, metadata=meta)
             live[uid(pod)] = new
             for q in queues:
@@ -1343,3 +1352,25 @@ def test_gate_keys_move_the_pods_a_queue_without_them_moves(seed: int) -> None:
         seen.update(places[0].values())
     assert incoming[0] == incoming[1]
     assert {GATED, ACTIVE, BACKOFF, UNSCHEDULABLE} <= seen
+
+
+def test_a_pod_gated_before_what_it_waits_for_is_named_is_found_once_named() -> None:
+    """As a pod whose claim comes from a template: gated while its status names no claim (no
+    key), the last pod kept by a key gone meanwhile, then named by an update."""
+    present: set[str] = set()
+    q = make_queue(
+        FakeClock(), claim_events([]), pre_enqueue=claims_gate(present), gate_keys=claims_gate_keys
+    )
+    unnamed, named = waiting("unnamed", "?1"), waiting("named", "o1")
+    q.add(unnamed)
+    q.add(named)
+    present.add("o1")
+    q.move_all_to_active_or_backoff(CLAIM_ADD, None, "o1")
+    assert (q.where(uid(unnamed)), q.where(uid(named))) == (GATED, ACTIVE)
+    meta = msgspec.structs.replace(unnamed.metadata, annotations={"waits": "o2"})
+    now_named = msgspec.structs.replace(unnamed, metadata=meta)
+    q.update(unnamed, now_named)
+    assert q.where(uid(now_named)) == GATED
+    present.add("o2")
+    q.move_all_to_active_or_backoff(CLAIM_ADD, None, "o2")
+    assert q.where(uid(now_named)) == ACTIVE
