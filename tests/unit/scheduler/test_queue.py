@@ -1286,8 +1286,8 @@ def test_an_event_about_an_object_asks_only_the_pods_waiting_for_it() -> None:
     assert sorted(asked) == ["also-fit", "waits-a"]
 
 
-@pytest.mark.parametrize("seed", range(3))
-def test_gate_keys_move_the_pods_a_queue_without_them_moves(seed: int) -> None:
+@pytest.mark.parametrize(("seed", "objects"), [(0, 40), (1, 40), (2, 4), (3, 4)])
+def test_gate_keys_move_the_pods_a_queue_without_them_moves(seed: int, objects: int) -> None:
     """Random pods waiting for objects, objects appearing, pods changing what they wait for,
     attempts failing: a queue that keeps gated pods by their gate keys moves each pod as one
     that asks every gated pod does, and counts the same arrivals."""
@@ -1310,20 +1310,20 @@ def test_gate_keys_move_the_pods_a_queue_without_them_moves(seed: int) -> None:
     for step in range(1500):
         op = rng.randrange(8)
         if op <= 1 or not live:
-            pod = waiting(f"p{step}", rng.choice(["?", "o"]) + str(rng.randrange(40)))
+            pod = waiting(f"p{step}", rng.choice(["?", "o"]) + str(rng.randrange(objects)))
             live[uid(pod)] = pod
             for q in queues:
                 q.add(pod)
         elif op == 2:
             pod = live[rng.choice(list(live))]
-            key = rng.choice(["?", "o", "o"]) + str(rng.randrange(40))
+            key = rng.choice(["?", "o", "o"]) + str(rng.randrange(objects))
             meta = msgspec.structs.replace(pod.metadata, annotations={"waits": key})
             new = msgspec.structs.replace(pod, metadata=meta)
             live[uid(pod)] = new
             for q in queues:
                 q.update(pod, new)
         elif op == 3:
-            key = rng.choice([f"o{rng.randrange(40)}", EVERYTHING])
+            key = rng.choice([f"o{rng.randrange(objects)}", EVERYTHING])
             if key != EVERYTHING and rng.random() < 0.5:
                 present.add(key)
             for q in queues:
