@@ -386,14 +386,12 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
         # A volume that no other pod uses, on a node or nominated to one, is new on every node
         # whichever volume it is: read as its limit key and whether nodes that migrated no
         # in-tree plugin count it. A volume in use is read as itself (where it is decides).
-        if self.handle.snapshot.objects.count(CSINode) == 0:
-            return ()
         try:
             anywhere = self.attachable_volumes(pod, _ALL_MIGRATED, new_pod=True)
             unmigrated = self.attachable_volumes(pod, None, new_pod=True)
         except (ClaimNotFoundError, _VolumeError):
-            return None
-        if not anywhere:
+            return None  # the verdict names the claim, with limits or without
+        if not anywhere or self.handle.snapshot.objects.count(CSINode) == 0:
             return ()
         where = self._kept().where
         nominated = self._nominated_volumes(pod.metadata.uid)

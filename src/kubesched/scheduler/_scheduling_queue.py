@@ -107,12 +107,12 @@ def _object_keys(matching: _Matches, gate: str, old: Any, new: Any) -> Collectio
             return None
         try:
             some = of(old, new)
+            if some is None:
+                return None
+            keys.update(some)
         except Exception:
             log.exception("object keys of %s failed for %s", gate, matching.event)
             return None
-        if some is None:
-            return None
-        keys.update(some)
     return keys
 
 

@@ -753,3 +753,4 @@ def test_claims_read_as_what_they_count() -> None:
     assert read(make_pod("no-volumes")) == ()
     snapshot.objects.delete(CSINode, csi.metadata.name)
     assert read(pvc_pod(f"csi-{EBS}-3")) == ()  # no CSINode, no limits
+    assert read(pvc_pod("nope")) is None  # but a missing claim still fails every node

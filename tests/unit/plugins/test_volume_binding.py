@@ -374,6 +374,10 @@ def test_the_default_shape_prefers_free_capacity() -> None:
     scores, _ = plugin.score_nodes(state, pod, all_nodes(snapshot))
     # 50Gi of 200Gi: 25% used -> 75; of 100Gi: 50% -> 50.
     assert scores.tolist() == [75, 50]
+    # A cycle whose Filter verdicts were kept (no node filtered in it) scores alike.
+    kept = CycleState()
+    plugin.pre_filter(kept, pod, all_nodes(snapshot))
+    assert plugin.score_nodes(kept, pod, all_nodes(snapshot))[0].tolist() == [75, 50]
 
 
 # --- the binder: FindPodVolumes --------------------------------------------------------------

@@ -202,6 +202,12 @@ class VolumeBinding(
         finder = self._state(state).finder
         if self.shape is None or finder is None:
             return np.zeros(len(nodes), dtype=np.int64), None
+        if finder.delay:
+            # Nodes whose verdicts were kept from an earlier cycle: what binds there is found
+            # now (Score asks only about nodes that passed Filter).
+            unseen = nodes.slots[~finder.passed.take(nodes.slots)]
+            if len(unseen):
+                finder.find(Nodes(self.handle.snapshot, unseen))
         return static_binding_scores(self.shape, finder, nodes), None
 
     def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status | None]:
