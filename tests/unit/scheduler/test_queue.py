@@ -1295,10 +1295,14 @@ def test_gate_keys_move_the_pods_a_queue_without_them_moves(seed: int, objects: 
     present: set[str] = set()
     clocks = (FakeClock(), FakeClock())
     incoming: tuple[dict[str, dict[str, int]], ...] = ({}, {})
+    # Fit's events include the objects': a gated pod it rejected too is kept by no key and
+    # moved by each of them.
+    events = claim_events([])
+    events["Fit"] = [*events["Fit"], ClusterEventWithHint(CLAIM_ADD)]
     queues = [
         make_queue(
             clocks[i],
-            claim_events([]),
+            events,
             pre_enqueue=claims_gate(present),
             incoming_pods_metric=incoming[i],
             **({"gate_keys": claims_gate_keys} if i == 0 else {}),
