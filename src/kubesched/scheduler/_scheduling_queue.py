@@ -197,6 +197,12 @@ class SchedulingQueue:
             for plugin, events in (events_to_register or {}).items()
         }
         self._registered = {e.event for events in self._hints.values() for e in events}
+        #: The gates some of whose events say what they are about: gate keys serve only them.
+        self._keyed_gates = frozenset(
+            plugin
+            for plugin, events in self._hints.items()
+            if any(e.object_keys is not None for e in events)
+        )
         self._interest: dict[ClusterEvent, bool] = {}
         #: Incoming event -> each plugin's registrations matching it: events reach every
         #: waiting pod, and most reach thousands alike.
@@ -667,7 +673,7 @@ class SchedulingQueue:
     def _find_gate_keys(self, qpi: QueuedPodInfo) -> None:
         """What the gated pod waits for (``None``: not known, any event of its gate's)."""
         qpi.gate_keys = None
-        if self._gate_keys is None:
+        if self._gate_keys is None or qpi.gated_by not in self._keyed_gates:
             return
         try:
             qpi.gate_keys = self._gate_keys(qpi.pod, qpi.gated_by)
