@@ -6,6 +6,7 @@ inside the commands so that ``kubesched --help`` stays fast.
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -801,6 +802,8 @@ def bench_e2e(
     schedulers = ["kubesched", "kube-scheduler"] if which == "both" else [which]
     if ceiling and "binder" not in schedulers:
         schedulers.append("binder")
+    # Stopped by a signal, as by Ctrl-C: each control plane started is taken down on the way out.
+    signal.signal(signal.SIGTERM, _interrupted)
     runs = []
     for shape in shapes:
         parts = run_e2e(
@@ -833,6 +836,10 @@ def bench_e2e(
         for f in failures:
             click.echo(f"bench e2e: {f.workload}: {f.scheduler} failed: {f.error}", err=True)
         raise SystemExit(1)
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 @main.command("extender")

@@ -1,6 +1,7 @@
 """bench e2e when one scheduler's API server stops answering mid-run: that run is reported as
 failed, with what failed and where; the runs before and after it, each on a control plane of
-its own, keep their figures in the JSON; the command exits 1."""
+its own, keep their figures in the JSON; the command exits 1. And when the bench itself is
+stopped: its control plane goes with it."""
 
 from __future__ import annotations
 
@@ -97,3 +98,41 @@ def test_an_api_server_that_stops_answering_fails_that_run_only(tmp_path: Path) 
     assert comparison["failed"] == ["kube-scheduler"]
     assert set(comparison["of_ceiling"]) == {"kubesched"}
     assert f"kube-scheduler failed: {error}" in log
+
+
+def test_a_bench_stopped_by_sigterm_takes_its_control_plane_down() -> None:
+    """Stopped with SIGTERM while its scheduler binds, as with Ctrl-C: the control plane it
+    started (etcd, kube-apiserver, the scheduler) is gone when it exits."""
+    argv = [sys.executable, "-c", "from kubesched.cli import main; main()", "bench", "e2e"]
+    argv += ["--workload=small", "--scheduler=kubesched", "--no-ceiling", "--stall-timeout=30"]
+    bench = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    name = f"bench-kubesched-{bench.pid}"
+    watchdog = threading.Timer(DEADLINE_S, bench.kill)
+    watchdog.start()
+    pids: list[int] = []
+    progress: list[str] = []
+    try:
+        assert bench.stderr is not None
+        for line in bench.stderr:
+            progress.append(line)
+            if not pids and "pods bound" in line:
+                [found] = [c for c in cluster.status() if c.name == name]
+                pids = [p.pid for p in (*found.processes, *found.components)]
+                bench.send_signal(signal.SIGTERM)
+        returncode = bench.wait()
+    finally:
+        watchdog.cancel()
+        if bench.poll() is None:
+            bench.kill()
+            bench.wait()
+        leftover = [c.name for c in cluster.status() if c.name == name]
+        for c in leftover:
+            cluster.down(c)
+    log = "".join(progress)[-3000:]
+    assert len(pids) >= 3, log  # etcd, kube-apiserver and kubesched were running
+    assert returncode != 0, log
+    assert leftover == [], log
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, 0)
+            raise AssertionError(f"process {pid} of {name} still runs\n{log}")
