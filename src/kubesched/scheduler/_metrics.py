@@ -75,7 +75,12 @@ class SchedulerMetrics(FrameworkMetrics):
     def count_dropped_events(self, read: Callable[[], Mapping[str, int]]) -> None:
         """``kubesched_events_dropped_total{profile}``, read from ``read`` (profile -> events
         the recorder dropped: only while the API server failed to take them) when scraped."""
-        self.registry.register(_DroppedEvents(read))
+        self.registry.register(_ReadCounter(_DROPPED_EVENTS, "profile", read))
+
+    def count_handler_errors(self, read: Callable[[], Mapping[str, int]]) -> None:
+        """``kubesched_informer_handler_errors_total{resource}``, read from ``read`` (resource
+        -> changes the scheduler failed to take in) when scraped."""
+        self.registry.register(_ReadCounter(_HANDLER_ERRORS, "resource", read))
 
     def attempt(self, result: str, profile: str, seconds: float) -> None:
         self.scheduling_attempt_duration.labels(result, profile).observe(seconds)
@@ -147,21 +152,35 @@ class _AttemptsCounter(Collector):
         return CounterMetricFamily(self._NAME, self._DOC, labels=["result", "profile"])
 
 
-class _DroppedEvents(Collector):
-    _NAME = "kubesched_events_dropped"
-    _DOC = "Events not written, by profile: dropped while the API server was failing writes."
+_DROPPED_EVENTS = (
+    "kubesched_events_dropped",
+    "Events not written, by profile: dropped while the API server was failing writes.",
+)
+_HANDLER_ERRORS = (
+    "kubesched_informer_handler_errors",
+    "Informer changes the scheduler failed to take in (a bug: logged with its traceback), by "
+    "resource; the pods waiting on such a change may wait longer.",
+)
 
-    def __init__(self, read: Callable[[], Mapping[str, int]]) -> None:
+
+class _ReadCounter(Collector):
+    """A counter by one label, read from the counts kept elsewhere when scraped."""
+
+    def __init__(
+        self, name_doc: tuple[str, str], label: str, read: Callable[[], Mapping[str, int]]
+    ) -> None:
+        self._name, self._doc = name_doc
+        self._label = label
         self._read = read
 
     def collect(self) -> Iterator[Metric]:
         family = self._family()
-        for profile, n in self._read().items():
-            family.add_metric([profile], float(n))
+        for value, n in self._read().items():
+            family.add_metric([value], float(n))
         yield family
 
     def describe(self) -> Iterator[Metric]:
         yield self._family()
 
     def _family(self) -> CounterMetricFamily:
-        return CounterMetricFamily(self._NAME, self._DOC, labels=["profile"])
+        return CounterMetricFamily(self._name, self._doc, labels=[self._label])

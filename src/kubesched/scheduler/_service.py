@@ -440,6 +440,14 @@ class SchedulerService:
             )
             for k in watched_kinds(p for f in self.frameworks.values() for p in f.plugins())
         )
+        reflectors: list[Reflector[Any]] = [
+            self.pdbs,
+            self.nodes,
+            self.pods,
+            *self.context,
+            *self.storage,
+        ]
+        self.metrics.count_handler_errors(lambda: {r.name: r.handler_errors for r in reflectors})
         le = config.leader_election
         self.elector = (
             LeaderElector(

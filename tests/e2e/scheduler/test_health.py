@@ -29,6 +29,8 @@ def test_probes_and_metrics_over_plain_http(kubesched: StartScheduler, profile: 
     assert "# TYPE scheduler_schedule_attempts_total counter" in body
     assert "# TYPE scheduler_pending_pods gauge" in body
     assert sched.metric("scheduler_pending_pods", queue="active") == 0
+    # Informer changes the scheduler failed to take in, per resource: none.
+    assert sched.metric("kubesched_informer_handler_errors_total", resource="/api/v1/pods") == 0
     # Without --bind-address: its one listener, on 127.0.0.1 only.
     found = listeners(process_tree([sched.pid]))
     assert [(f.address, f.port) for f in found] == [("127.0.0.1", sched.port)], found

@@ -107,3 +107,13 @@ class _NoWrites:
         self, pod: object, reason: str, message: str, profile: str, nominated_node: str | None
     ) -> None:
         raise AssertionError("nothing fails here")
+
+
+def test_informer_handler_errors_are_read_when_scraped() -> None:
+    m = SchedulerMetrics()
+    errors = {"/api/v1/pods": 0}
+    m.count_handler_errors(lambda: errors)
+    name = "kubesched_informer_handler_errors_total"
+    assert value(m, name, resource="/api/v1/pods") == 0
+    errors["/api/v1/pods"] = 2
+    assert value(m, name, resource="/api/v1/pods") == 2
