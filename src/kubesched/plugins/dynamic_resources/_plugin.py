@@ -419,11 +419,8 @@ class DynamicResources(
     def gate_keys(self, pod: Pod) -> Collection[Hashable] | None:
         # The claims a gated pod names (none while one of them cannot be named yet: its claim
         # hint then skips every claim, as _names cannot match); the claim events' object_keys.
-        try:
-            names = [resource_claim_name(pod, i)[0] for i in range(len(pod.spec.resource_claims))]
-        except ClaimNameError:
-            return ()
-        return [(pod.metadata.namespace, name) for name in names]
+        names = _claim_names(pod)
+        return () if names is None else [(pod.metadata.namespace, name) for name in names]
 
     # -- PreFilter / Filter ---------------------------------------------------------------------
 
@@ -895,11 +892,7 @@ class DynamicResources(
             return QueueingHint.QUEUE
         if modified is None:
             return QueueingHint.QUEUE
-        deallocated = (
-            original is not None
-            and original.status.allocation is not None
-            and modified.status.allocation is None
-        )
+        deallocated = _deallocated(original, modified)
         if not deallocated and not _names(pod, modified):
             # Skip, as below, without looking up each of the pod's claims: this runs for every
             # pending pod on every claim change.
@@ -941,15 +934,27 @@ def claim_keys(old: Any, new: Any) -> Collection[Hashable] | None:
         original, modified = as_objects(old, new, ResourceClaim)
     except TypeError:
         return None
-    if modified is None:
+    if modified is None or _deallocated(original, modified):
         return None
-    if (
+    return ((modified.metadata.namespace, modified.metadata.name),)
+
+
+def _deallocated(original: ResourceClaim | None, modified: ResourceClaim) -> bool:
+    """Whether a claim change freed the devices it had."""
+    return (
         original is not None
         and original.status.allocation is not None
         and modified.status.allocation is None
-    ):
+    )
+
+
+def _claim_names(pod: Pod) -> list[str | None] | None:
+    """The names of the pod's claims (``None`` for one none was made for); ``None`` while one
+    of them cannot be named yet."""
+    try:
+        return [resource_claim_name(pod, i)[0] for i in range(len(pod.spec.resource_claims))]
+    except ClaimNameError:
         return None
-    return ((modified.metadata.namespace, modified.metadata.name),)
 
 
 def _names(pod: Pod, claim: ResourceClaim) -> bool:
@@ -957,11 +962,8 @@ def _names(pod: Pod, claim: ResourceClaim) -> bool:
     named yet)."""
     if claim.metadata.namespace != pod.metadata.namespace:
         return False
-    try:
-        names = [resource_claim_name(pod, i)[0] for i in range(len(pod.spec.resource_claims))]
-    except ClaimNameError:
-        return False
-    return claim.metadata.name in names
+    names = _claim_names(pod)
+    return names is not None and claim.metadata.name in names
 
 
 def _newer(a: ResourceClaim, b: ResourceClaim) -> bool:
