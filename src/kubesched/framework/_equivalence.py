@@ -84,9 +84,14 @@ def _nameless(volume: Volume) -> Volume:
 
 
 def shape_key(state: CycleState, pod: Pod, plan: FilterPlan) -> Hashable:
-    """The key the plan's verdicts for ``pod`` are kept by: its shape, the plan, the plugins'
-    epochs and what they read of its claims (:func:`claims_key`)."""
-    key: tuple[Hashable, ...] = (pod_shape(state.pod_info_of(pod)), plan)
+    """The key the plan's verdicts for ``pod`` are kept by: its shape and :func:`plan_key`."""
+    return (pod_shape(state.pod_info_of(pod)), *plan_key(pod, plan))
+
+
+def plan_key(pod: Pod, plan: FilterPlan | ScorePlan) -> tuple[Hashable, ...]:
+    """The plan, its plugins' epochs and what they read of the pod's claims
+    (:func:`claims_key`)."""
+    key: tuple[Hashable, ...] = (plan,)
     if plan.epochs:
         key += tuple(p.node_local_epoch() for p in plan.epochs)
     if plan.claim_readers:
@@ -347,10 +352,7 @@ class EquivalenceCache:
         table = self._snapshot.table
         feasible = entry.feasible
         assert feasible is not None
-        key: Hashable = plan
-        if plan.epochs or plan.claim_readers:
-            epochs = tuple(p.node_local_epoch() for p in plan.epochs)
-            key = (plan, *epochs, *claims_key(pod, plan.claim_readers))
+        key = plan_key(pod, plan)
         scored = entry.scored.pop(key, None)
         rows = self._changed(scored, table.version, table.layout)
         calls = plan.calls(state)
