@@ -459,6 +459,16 @@ class Finder:
                 statuses[b] = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, *_reasons(b))
         return NodeStatuses(ids, statuses)
 
+    def find_kept(self, nodes: Nodes) -> None:
+        """:meth:`find` on those of ``nodes`` not found passing in this cycle: their verdicts
+        were kept from an earlier one (Score and Reserve ask only about passing nodes). Only
+        claims to bind need it: nothing else is remembered per node."""
+        if not self.delay:
+            return
+        unseen = nodes.slots[~self.passed.take(nodes.slots)]
+        if len(unseen):
+            self.find(Nodes(self.snapshot, unseen))
+
     def pod_volumes(self, slot: int) -> PodVolumes | None:
         """What binding takes on the node at ``slot``, if it passed Filter."""
         if slot >= len(self.passed) or not self.passed[slot]:

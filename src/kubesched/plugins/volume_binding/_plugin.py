@@ -202,12 +202,7 @@ class VolumeBinding(
         finder = self._state(state).finder
         if self.shape is None or finder is None:
             return np.zeros(len(nodes), dtype=np.int64), None
-        if finder.delay:
-            # Nodes whose verdicts were kept from an earlier cycle: what binds there is found
-            # now (Score asks only about nodes that passed Filter).
-            unseen = nodes.slots[~finder.passed.take(nodes.slots)]
-            if len(unseen):
-                finder.find(Nodes(self.handle.snapshot, unseen))
+        finder.find_kept(nodes)
         return static_binding_scores(self.shape, finder, nodes), None
 
     def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status | None]:
@@ -222,13 +217,10 @@ class VolumeBinding(
         volumes = None
         if s.finder is not None:
             slot = self.handle.snapshot.slot_of(node_name)
-            volumes = None if slot is None else s.finder.pod_volumes(slot)
-            if volumes is None and slot is not None and s.finder.delay:
-                # The node's verdict was kept from an earlier cycle: what binding takes there
-                # is found now.
-                s.finder.find(Nodes(self.handle.snapshot, np.array([slot], dtype=np.int64)))
+            if slot is not None:
+                s.finder.find_kept(Nodes(self.handle.snapshot, np.array([slot], dtype=np.int64)))
                 volumes = s.finder.pod_volumes(slot)
-                if volumes is None:
+                if volumes is None and s.finder.delay:
                     return Status(Code.ERROR, f'no pod volumes found for node "{node_name}"')
         if volumes is None:
             # The pod uses no PVC (or the node was never filtered for it).
