@@ -1,6 +1,7 @@
 // Command binder is the API server's ceiling in `kubesched bench e2e`: it makes no decision at
 // all. It lists the nodes once, watches the pending pods and binds each to the next node in
-// turn, -in-flight bindings at a time, then records the Scheduled event kube-scheduler writes
+// turn (a pod pinned to a node by name, as a DaemonSet's, to that node), -in-flight bindings
+// at a time, then records the Scheduled event kube-scheduler writes
 // (events.k8s.io/v1, through client-go's event broadcaster, from its own client as
 // kube-scheduler's). A pod's ResourceClaims are written first as kube-scheduler writes them
 // (claims.go). Per pod the API server does what it does for a scheduler, a binding and an event
@@ -160,6 +161,9 @@ func run(ctx context.Context, config *rest.Config, inFlight int) error {
 					node = n
 				}
 				if node == "" {
+					node = pinned(pod)
+				}
+				if node == "" {
 					node = next()
 				}
 				bindOne(ctx, client, recorder, pod, node)
@@ -265,6 +269,25 @@ func (p *pendingPods) claimAdded(obj any) {
 	for _, pod := range pods {
 		p.offer(pod)
 	}
+}
+
+// pinned is the one node a pod's required node affinity names by metadata.name, as the
+// DaemonSet controller pins its pods ("" if none): binding it elsewhere would make the ceiling
+// one of wrong placements. Reading the pin decides nothing.
+func pinned(pod *v1.Pod) string {
+	a := pod.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return ""
+	}
+	terms := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	if len(terms) != 1 || len(terms[0].MatchFields) != 1 {
+		return ""
+	}
+	f := terms[0].MatchFields[0]
+	if f.Key != "metadata.name" || f.Operator != v1.NodeSelectorOpIn || len(f.Values) != 1 {
+		return ""
+	}
+	return f.Values[0]
 }
 
 // bindOne binds pod to node, as kube-scheduler's DefaultBinder does, then records its event.

@@ -1,7 +1,7 @@
 """The binder `bench e2e` measures as the API server's ceiling (hack/binder, on client-go),
-against a real kube-apiserver: each pending pod bound to the next node in turn with
-kube-scheduler's ``Scheduled`` event, gated pods and other schedulers' pods left alone, and a
-clean exit on SIGTERM."""
+against a real kube-apiserver: each pending pod bound to the next node in turn (a pod pinned to
+a node by name, as a DaemonSet's, to that node) with kube-scheduler's ``Scheduled`` event, gated
+pods and other schedulers' pods left alone, and a clean exit on SIGTERM."""
 
 from __future__ import annotations
 
@@ -50,6 +50,11 @@ async def _exercise(info: ClusterInfo, binder: Path) -> None:
         # Six pods wait before it starts (its list), three come after (its watch).
         for i in range(6):
             await create(f"p{i}")
+        # Pinned as the DaemonSet controller pins: not counted in the turns.
+        by_name = {"key": "metadata.name", "operator": "In", "values": ["node-b"]}
+        required = {"nodeSelectorTerms": [{"matchFields": [by_name]}]}
+        affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}
+        await create("pinned", affinity=affinity)
         await create("gated", schedulingGates=[{"name": "example.com/hold"}])
         await create("other", schedulerName="other-scheduler")
         kubeconfig = info.client_kubeconfig("system:kube-scheduler")
@@ -63,7 +68,8 @@ async def _exercise(info: ClusterInfo, binder: Path) -> None:
         try:
             for i in range(6, 9):
                 await create(f"p{i}")
-            names = [f"p{i}" for i in range(9)]
+            turns = [f"p{i}" for i in range(9)]
+            names = [*turns, "pinned"]
 
             async def placed() -> dict[str, str] | None:
                 pods = await client.list(pods_path, type=ObjectList[Pod])
@@ -76,10 +82,11 @@ async def _exercise(info: ClusterInfo, binder: Path) -> None:
                 found = [e for e in body["items"] if e["reason"] == "Scheduled"]
                 return found if len(found) >= len(names) else None
 
-            nodes = await _until(placed, "the nine pods to be bound")
-            events = await _until(scheduled_events, "nine Scheduled events")
+            nodes = await _until(placed, "the ten pods to be bound")
+            events = await _until(scheduled_events, "ten Scheduled events")
             # In turn over the three nodes: three pods each, whatever order they went in.
-            assert collections.Counter(nodes[n] for n in names) == dict.fromkeys(NODES, 3)
+            assert collections.Counter(nodes[n] for n in turns) == dict.fromkeys(NODES, 3)
+            assert nodes["pinned"] == "node-b"
             assert sorted(e["regarding"]["name"] for e in events) == names
             for event in events:
                 pod = event["regarding"]["name"]
