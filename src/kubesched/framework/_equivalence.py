@@ -320,7 +320,7 @@ class EquivalenceCache:
         table = self._snapshot.table
         ids = entry.ids[: len(present)] if table.is_leading(present) else entry.ids.take(present)
         failing = ids != 0
-        if not failing.any():
+        if not np.count_nonzero(failing):
             entry.feasible = present
             entry.groups = []
         else:

@@ -78,9 +78,10 @@ class Vectorized:
         if len(verdict.statuses) == 1:
             # No status but success to point to: every node passed, no need to look.
             return []
-        failing = verdict.ids != 0
-        if not failing.any():
+        # Counting costs a third of comparing and asking any(), and most plugins fail no node.
+        if not np.count_nonzero(verdict.ids):
             return []
+        failing = verdict.ids != 0
         failed_slots = self.remaining[failing]
         self.remaining = self.remaining[~failing]
         if len(verdict.statuses) == 2:

@@ -334,12 +334,12 @@ class RowDerived:
         when ``slots`` are all the nodes: a Filter where every node passes)."""
         if not self._admitted(table, key):
             values = derive(slots)
-            return values if values.any() else None
+            return values if np.count_nonzero(values) else None
         entry = self._current(table, key, derive)
         if not entry.nonzero:
             return None
         out = self._of(entry, table, slots)
-        return out if table.is_leading(slots) or out.any() else None
+        return out if table.is_leading(slots) or np.count_nonzero(out) else None
 
     def _admitted(self, table: NodeTable, key: Hashable) -> bool:
         return (table is self._table and key in self._entries) or self._doorkeeper.admit(key)

@@ -65,7 +65,7 @@ class NodeUnschedulable(FilterPlugin, EnqueueExtensions):
     def filter_nodes(self, state: CycleState, pod: Pod, nodes: Nodes) -> NodeStatuses:
         unschedulable = nodes.table.unschedulable
         # No node cordoned (the usual case) is one cheap look at the column.
-        if not unschedulable.any() or tolerates_unschedulable(pod):
+        if not np.count_nonzero(unschedulable) or tolerates_unschedulable(pod):
             return NodeStatuses.passing(len(nodes))
         cordoned = nodes.gather(unschedulable)
         return NodeStatuses.from_mask(

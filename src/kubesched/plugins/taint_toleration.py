@@ -175,7 +175,7 @@ class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensio
             dtype=np.int64,
             count=len(column.values),
         )
-        if not lut.any():
+        if not np.count_nonzero(lut):
             return np.zeros(len(nodes), dtype=np.int64), None
         return lut.take(nodes.gather(column.ids)), None
 

@@ -335,7 +335,7 @@ class NodeResourcesFit(
                 continue
             a = alloc[:, col]
             lacking = a - used[:, col] < c.amount
-            if lacking.any():
+            if np.count_nonzero(lacking):
                 code |= lacking.astype(np.int64) << k
                 over = a < c.amount
                 unresolvable = over if unresolvable is None else unresolvable | over
