@@ -2,12 +2,15 @@
 """Behaviour between decisions: which cluster event retries which pod, and when.
 
 A dynamics scenario (``dynamics/<name>.yaml``) sets a cluster up, starts a scheduler, creates
-pending pods and waits until each is decided (reported unschedulable or gated), then changes the
-cluster step by step (create, patch, delete, sleep) and watches for ``watch`` seconds what
-becomes of each pod: bound (to which node, how many seconds after the last step) or not (with
-its final ``PodScheduled`` message), how many scheduling attempts the scheduler made after
-the pods were first decided (``scheduler_schedule_attempts_total``), and which cluster events
-moved a pod out of unschedulablePods (``scheduler_queue_incoming_pods_total``).
+pending pods and waits until each is decided (reported unschedulable or gated, or kept out of
+the queue by a PreEnqueue plugin, which writes no condition but is counted in the scheduler's
+``scheduler_pending_pods{queue="gated"}``), then changes the cluster step by step (create,
+patch, delete, sleep) and watches for ``watch`` seconds what becomes of each pod: bound (to
+which node, how many seconds after the last step) or not (with its final ``PodScheduled``
+message, none for a pod still gated by a PreEnqueue plugin), how many scheduling attempts the
+scheduler made after the pods were first decided (``scheduler_schedule_attempts_total``), and
+which cluster events moved a pod out of unschedulablePods
+(``scheduler_queue_incoming_pods_total``).
 
 ``record`` (this script) runs every scenario against the real kube-scheduler and writes
 ``dynamics/<name>.expected.yaml``; ``tests/e2e/scheduler/test_dynamics.py`` runs the same
@@ -215,7 +218,7 @@ def run(api: Api, scenario: Scenario, launch: Launcher) -> dict[str, Any]:
         for doc in scenario.pods:
             create(api, doc, renamed)
         wanted = [key(p) for p in scenario.pods]
-        first = _wait(api, scenario, wanted, _decided, DECIDE_TIMEOUT)
+        first = _wait(api, scenario, wanted, _decided, DECIDE_TIMEOUT, scheduler)
         before = scheduler.metrics()
         for step in scenario.steps:
             apply(api, step, renamed)
@@ -256,16 +259,35 @@ def _wait(
     wanted: list[str],
     done: Callable[[Mapping[str, Any]], bool],
     timeout: float,
+    scheduler: Scheduler,
 ) -> dict[str, dict[str, Any]]:
+    """Poll until every pod is ``done``, or those that are not are all gated by a PreEnqueue
+    plugin (no condition written): the scheduler's gated pods are those and the pods gated by
+    ``schedulingGates`` (which the API server marks ``SchedulingGated``)."""
     deadline = time.monotonic() + timeout
     while True:
         pods = _pods(api, scenario)
-        if all(k in pods and done(pods[k]) for k in wanted):
+        missing = [k for k in wanted if k not in pods or not done(pods[k])]
+        if not missing:
             return pods
+        if all(k in pods for k in missing):
+            marked = sum(_message(pods[k]).get("reason") == "SchedulingGated" for k in wanted)
+            if _gated(scheduler.metrics()) >= len(missing) + marked:
+                return pods
         if time.monotonic() > deadline:
-            missing = [k for k in wanted if k not in pods or not done(pods[k])]
             raise RuntimeError(f"{scenario.name}: undecided after {timeout}s: {missing}")
         time.sleep(POLL)
+
+
+def _gated(text: str) -> int:
+    """``scheduler_pending_pods{queue="gated"}``."""
+    return int(
+        sum(
+            value
+            for labels, value in _samples(text, "scheduler_pending_pods").items()
+            if dict(labels).get("queue") == "gated"
+        )
+    )
 
 
 def compare(expected: Mapping[str, Any], got: Mapping[str, Any], scenario: Scenario) -> list[str]:
