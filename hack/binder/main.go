@@ -1,7 +1,8 @@
 // Command binder is the API server's ceiling in `kubesched bench e2e`: it makes no decision at
 // all. It lists the nodes once, watches the pending pods and binds each to the next node in
-// turn (a pod pinned to a node by name, as a DaemonSet's, to that node), -in-flight bindings
-// at a time, then records the Scheduled event kube-scheduler writes
+// turn (a pod pinned to a node by name, as a DaemonSet's, to that node; a pod of some priority
+// that does not fit there first evicts pods of lower priority, preempt.go), -in-flight
+// bindings at a time, then records the Scheduled event kube-scheduler writes
 // (events.k8s.io/v1, through client-go's event broadcaster, from its own client as
 // kube-scheduler's). A pod's ResourceClaims are written first as kube-scheduler writes them
 // (claims.go). Per pod the API server does what it does for a scheduler, a binding and an event
@@ -97,10 +98,15 @@ func run(ctx context.Context, config *rest.Config, inFlight int) error {
 	if err != nil {
 		return err
 	}
-	nodes, err := nodeNames(ctx, client)
+	nodeList, err := listNodes(ctx, client)
 	if err != nil {
 		return err
 	}
+	nodes := make([]string, 0, len(nodeList))
+	for _, node := range nodeList {
+		nodes = append(nodes, node.Name)
+	}
+	sort.Strings(nodes)
 	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: eventClient.EventsV1()})
 	defer broadcaster.Shutdown()
 	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
@@ -119,6 +125,25 @@ func run(ctx context.Context, config *rest.Config, inFlight int) error {
 	writer, err := newClaimWriter(ctx, client, claims.Lister())
 	if err != nil {
 		return err
+	}
+
+	// What is bound where, for preemption (preempt.go): known before the first binding.
+	occupied := newOccupancy(nodeList)
+	boundFactory := informers.NewSharedInformerFactoryWithOptions(client, 0,
+		informers.WithTweakListOptions(func(options *metav1.ListOptions) {
+			options.FieldSelector = fields.OneTermNotEqualSelector("spec.nodeName", "").String()
+		}))
+	boundPods := boundFactory.Core().V1().Pods().Informer()
+	if _, err := boundPods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    occupied.bound,
+		UpdateFunc: func(_, obj any) { occupied.bound(obj) },
+		DeleteFunc: occupied.gone,
+	}); err != nil {
+		return err
+	}
+	boundFactory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), boundPods.HasSynced) {
+		return fmt.Errorf("the bound pods did not sync")
 	}
 
 	queue := workqueue.NewTyped[*v1.Pod]()
@@ -166,6 +191,9 @@ func run(ctx context.Context, config *rest.Config, inFlight int) error {
 				if node == "" {
 					node = next()
 				}
+				if victims := occupied.place(pod, node); len(victims) > 0 {
+					preempt(ctx, client, recorder, pod, node, victims, len(nodes))
+				}
 				bindOne(ctx, client, recorder, pod, node)
 				queue.Done(pod)
 			}
@@ -178,8 +206,8 @@ func run(ctx context.Context, config *rest.Config, inFlight int) error {
 	return nil
 }
 
-// nodeNames lists the nodes once, sorted: the binder does not follow later changes.
-func nodeNames(ctx context.Context, client kubernetes.Interface) ([]string, error) {
+// listNodes lists the nodes once: the binder does not follow later changes.
+func listNodes(ctx context.Context, client kubernetes.Interface) ([]v1.Node, error) {
 	list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("listing nodes: %w", err)
@@ -187,12 +215,7 @@ func nodeNames(ctx context.Context, client kubernetes.Interface) ([]string, erro
 	if len(list.Items) == 0 {
 		return nil, fmt.Errorf("no nodes to bind to")
 	}
-	names := make([]string, 0, len(list.Items))
-	for _, node := range list.Items {
-		names = append(names, node.Name)
-	}
-	sort.Strings(names)
-	return names, nil
+	return list.Items, nil
 }
 
 // roundRobin returns the next node in turn, safe for concurrent use.

@@ -1,7 +1,8 @@
 """The binder `bench e2e` measures as the API server's ceiling (hack/binder, on client-go),
 against a real kube-apiserver: each pending pod bound to the next node in turn (a pod pinned to
 a node by name, as a DaemonSet's, to that node) with kube-scheduler's ``Scheduled`` event, gated
-pods and other schedulers' pods left alone, and a clean exit on SIGTERM."""
+pods and other schedulers' pods left alone, a pod of higher priority preempting as
+kube-scheduler writes it, and a clean exit on SIGTERM."""
 
 from __future__ import annotations
 
@@ -35,6 +36,13 @@ async def _until(probe: Callable[[], Awaitable[T | None]], what: str, within: fl
     return found
 
 
+def _pinned_to(node: str) -> dict[str, Any]:
+    """Required node affinity on ``metadata.name``, as the DaemonSet controller pins its pods."""
+    by_name = {"key": "metadata.name", "operator": "In", "values": [node]}
+    required = {"nodeSelectorTerms": [{"matchFields": [by_name]}]}
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}
+
+
 async def _exercise(info: ClusterInfo, binder: Path) -> None:
     async with APIClient.from_kubeconfig(str(info.kubeconfig)) as client:
         await client.post("/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
@@ -43,18 +51,15 @@ async def _exercise(info: ClusterInfo, binder: Path) -> None:
             await client.post("/api/v1/nodes", manifest)
         pods_path = api_path("pods", namespace=NAMESPACE)
 
-        async def create(name: str, **spec: Any) -> None:
-            pod = PodWrapper(name).namespace(NAMESPACE).pause().spec(spec).manifest()
-            await client.post(pods_path, pod)
+        async def create(name: str, requests: dict[str, str] | None = None, **spec: Any) -> None:
+            pod = PodWrapper(name).namespace(NAMESPACE).pause(requests=requests).spec(spec)
+            await client.post(pods_path, pod.manifest())
 
         # Six pods wait before it starts (its list), three come after (its watch).
         for i in range(6):
             await create(f"p{i}")
         # Pinned as the DaemonSet controller pins: not counted in the turns.
-        by_name = {"key": "metadata.name", "operator": "In", "values": ["node-b"]}
-        required = {"nodeSelectorTerms": [{"matchFields": [by_name]}]}
-        affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}
-        await create("pinned", affinity=affinity)
+        await create("pinned", affinity=_pinned_to("node-b"))
         await create("gated", schedulingGates=[{"name": "example.com/hold"}])
         await create("other", schedulerName="other-scheduler")
         kubeconfig = info.client_kubeconfig("system:kube-scheduler")
@@ -96,6 +101,7 @@ async def _exercise(info: ClusterInfo, binder: Path) -> None:
                 assert event["note"] == f"Successfully assigned {NAMESPACE}/{pod} to {nodes[pod]}"
             # The binder listed them before any of the others; they stay pending.
             assert nodes["gated"] == nodes["other"] == ""
+            await _preemption(client, create, pods_path)
             process.send_signal(signal.SIGTERM)
             _, errors = await asyncio.wait_for(process.communicate(), timeout=10)
             assert process.returncode == 0, errors.decode()[-2000:]
@@ -103,6 +109,56 @@ async def _exercise(info: ClusterInfo, binder: Path) -> None:
             if process.returncode is None:
                 process.kill()
                 await process.wait()
+
+
+async def _preemption(
+    client: APIClient, create: Callable[..., Awaitable[None]], pods_path: str
+) -> None:
+    """Four pods of 1 CPU fill node-c (4 CPUs); one of priority 1000 asking for 2 CPUs, pinned
+    there, evicts two of them with kube-scheduler's writes, then is bound there."""
+    priority_classes = "/apis/scheduling.k8s.io/v1/priorityclasses"
+    await client.post(priority_classes, {"metadata": {"name": "high"}, "value": 1000})
+    pin = _pinned_to("node-c")
+
+    for i in range(4):
+        await create(f"low{i}", {"cpu": "1"}, affinity=pin, terminationGracePeriodSeconds=0)
+
+    async def low_bound() -> int | None:
+        pods = await client.list(pods_path, type=ObjectList[Pod])
+        on_c = [p for p in pods.items if p.metadata.name.startswith("low") and p.spec.node_name]
+        return len(on_c) if len(on_c) == 4 else None
+
+    await _until(low_bound, "the four pods of 1 CPU to be bound")
+    await create("high", {"cpu": "2"}, affinity=pin, priorityClassName="high")
+
+    async def high_bound() -> Pod | None:
+        pods = await client.list(pods_path, type=ObjectList[Pod])
+        high = next(p for p in pods.items if p.metadata.name == "high")
+        return high if high.spec.node_name else None
+
+    high = await _until(high_bound, "the pod of priority 1000 to be bound")
+    assert high.spec.node_name == "node-c"
+    assert high.status.nominated_node_name == "node-c"
+    pods = await client.list(pods_path, type=ObjectList[Pod])
+    left = sorted(p.metadata.name for p in pods.items if p.metadata.name.startswith("low"))
+    assert len(left) == 2, left
+
+    async def preemption_events() -> list[dict[str, Any]] | None:
+        path = f"/apis/events.k8s.io/v1/namespaces/{NAMESPACE}/events"
+        body = json.loads(await client.get(path))
+        found = [e for e in body["items"] if e["reason"] in ("Preempted", "FailedScheduling")]
+        return found if len(found) >= 3 else None
+
+    events = await _until(preemption_events, "two Preempted events and a FailedScheduling")
+    preempted = sorted(e["regarding"]["name"] for e in events if e["reason"] == "Preempted")
+    assert sorted(set(preempted) | set(left)) == [f"low{i}" for i in range(4)]
+    assert len(preempted) == 2
+    for event in events:
+        if event["reason"] == "Preempted":
+            assert event["note"] == f"Preempted by pod {high.metadata.uid} on node node-c"
+            assert event["related"]["name"] == "high"
+        else:
+            assert event["regarding"]["name"] == "high"
 
 
 def test_binds_in_turn_with_kube_schedulers_event() -> None:
