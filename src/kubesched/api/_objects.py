@@ -8,11 +8,24 @@ replaces it on update and nothing mutates it.
 
 from __future__ import annotations
 
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 import msgspec
 
 T = TypeVar("T")
+
+if TYPE_CHECKING:
+    NullList = list
+else:
+
+    class NullList:
+        """``NullList[X]``: a list the API server sends as ``null`` when it is empty (a Go slice
+        without ``omitempty``: an empty list written comes back ``null`` once stored). Decoded
+        as ``list[X] | None``; the struct's ``__post_init__`` makes ``None`` an empty list, so
+        readers see a list, as the type checker does."""
+
+        def __class_getitem__(cls, item: object) -> object:
+            return list[item] | None
 
 
 class _Obj(msgspec.Struct, rename="camel", omit_defaults=True, gc=False):
@@ -334,8 +347,12 @@ class NodeCondition(_Obj):
 
 
 class ContainerImage(_Obj):
-    names: list[str] = []
+    names: NullList[str] = []
     size_bytes: int = 0
+
+    def __post_init__(self) -> None:
+        if self.names is None:
+            self.names = []
 
 
 class NodeStatus(_Obj):

@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 
 from kubesched import KubeschedError
-from kubesched.api._objects import NodeSelector, ObjectMeta, Pod
+from kubesched.api._objects import NodeSelector, NullList, ObjectMeta, Pod
 
 GROUP = "resource.k8s.io"
 API_VERSION = "resource.k8s.io/v1"
@@ -90,7 +90,11 @@ class ResourceSliceSpec(_Obj):
     all_nodes: bool | None = None
     #: Partitionable devices (alpha in v1.34): such slices are skipped with the gate off.
     per_device_node_selection: bool | None = None
-    devices: list[Device] = []
+    devices: NullList[Device] = []
+
+    def __post_init__(self) -> None:
+        if self.devices is None:
+            self.devices = []
 
 
 class ResourceSlice(_Obj, kw_only=True):
@@ -180,9 +184,13 @@ class DeviceClaimConfiguration(_Obj):
 
 
 class DeviceClaim(_Obj):
-    requests: list[DeviceRequest] = []
+    requests: NullList[DeviceRequest] = []
     constraints: list[DeviceConstraint] = []
     config: list[DeviceClaimConfiguration] = []
+
+    def __post_init__(self) -> None:
+        if self.requests is None:
+            self.requests = []
 
 
 class ResourceClaimSpec(_Obj):

@@ -19,6 +19,7 @@ from kubesched.api._objects import (
     GCEPersistentDiskVolumeSource,
     LabelSelector,
     NodeSelector,
+    NullList,
     ObjectMeta,
     Pod,
     Volume,
@@ -132,7 +133,11 @@ class PersistentVolumeClaim(_Obj, kw_only=True):
 
 class TopologySelectorLabelRequirement(_Obj):
     key: str
-    values: list[str] = []
+    values: NullList[str] = []
+
+    def __post_init__(self) -> None:
+        if self.values is None:
+            self.values = []
 
 
 class TopologySelectorTerm(_Obj):
@@ -158,12 +163,20 @@ class VolumeNodeResources(_Obj):
 class CSINodeDriver(_Obj):
     name: str
     node_id: str = msgspec.field(default="", name="nodeID")
-    topology_keys: list[str] = []
+    topology_keys: NullList[str] = []
     allocatable: VolumeNodeResources | None = None
+
+    def __post_init__(self) -> None:
+        if self.topology_keys is None:
+            self.topology_keys = []
 
 
 class CSINodeSpec(_Obj):
-    drivers: list[CSINodeDriver] = []
+    drivers: NullList[CSINodeDriver] = []
+
+    def __post_init__(self) -> None:
+        if self.drivers is None:
+            self.drivers = []
 
 
 class CSINode(_Obj, kw_only=True):
