@@ -84,6 +84,9 @@ class Scenario:
     slack: float
     #: kube-scheduler's ``--pod-max-in-unschedulable-pods-duration``, in seconds.
     max_in_unschedulable: float | None
+    #: Where kubesched knowingly does otherwise than kube-scheduler v1.34.4, why (the replay
+    #: then requires the difference, so that it is noticed once it goes away).
+    divergence: str | None
 
     @property
     def expected_path(self) -> Path:
@@ -110,6 +113,7 @@ def load(name: str) -> Scenario:
         compare_attempts=bool(doc.get("compareAttempts", False)),
         slack=float(doc.get("slack", 0)),
         max_in_unschedulable=doc.get("podMaxInUnschedulablePodsDuration"),
+        divergence=doc.get("divergence"),
     )
 
 
