@@ -8,6 +8,7 @@ printed), or when nothing could run (unreadable file, bad configuration, cluster
 from __future__ import annotations
 
 import asyncio
+import gc
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -73,8 +74,14 @@ def load(
     if from_cluster:
         asyncio.run(_read_cluster(builder, kubeconfig, pending=not files))
     paths: Sequence[str | Path] = files if files or from_cluster else example_paths()
-    builder.add_paths(paths)  # an unreadable path: InputError, a SimulateError
-    return builder.finish()
+    # Reading makes many objects at once, all kept: the collections it set off walked them
+    # again and again (half the time of reading 15,000 objects).
+    gc.disable()
+    try:
+        builder.add_paths(paths)  # an unreadable path: InputError, a SimulateError
+        return builder.finish()
+    finally:
+        gc.enable()
 
 
 async def _read_cluster(builder: InputBuilder, kubeconfig: str | None, *, pending: bool) -> None:
@@ -113,6 +120,9 @@ def run(
     if not files and not from_cluster:
         err.write("no -f given: simulating the built-in example (see docs/simulate.md)\n")
     inputs = load(files, from_cluster=from_cluster, kubeconfig=kubeconfig, registry=registry)
+    # What was read lives as long as the command: out of the collector's sight from now on.
+    gc.collect()
+    gc.freeze()
     for issue in inputs.issues:
         err.write(f"{issue}\n")
     if len(inputs.pods) + len(inputs.nodes) > 2000:
