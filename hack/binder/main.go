@@ -131,7 +131,8 @@ func run(ctx context.Context, config *rest.Config, inFlight int) error {
 	occupied := newOccupancy(nodeList)
 	boundFactory := informers.NewSharedInformerFactoryWithOptions(client, 0,
 		informers.WithTweakListOptions(func(options *metav1.ListOptions) {
-			options.FieldSelector = fields.OneTermNotEqualSelector("spec.nodeName", "").String()
+			// As kube-scheduler's informer: finished pods take nothing.
+			options.FieldSelector = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 		}))
 	boundPods := boundFactory.Core().V1().Pods().Informer()
 	if _, err := boundPods.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -191,10 +192,12 @@ func run(ctx context.Context, config *rest.Config, inFlight int) error {
 				if node == "" {
 					node = next()
 				}
-				if victims := occupied.place(pod, node); len(victims) > 0 {
-					preempt(ctx, client, recorder, pod, node, victims, len(nodes))
+				if victims, short := occupied.place(pod, node); len(victims) > 0 {
+					preempt(ctx, client, recorder, occupied, pod, node, victims, short, len(nodes))
 				}
-				bindOne(ctx, client, recorder, pod, node)
+				if !bindOne(ctx, client, recorder, pod, node) {
+					occupied.unplace(pod, node)
+				}
 				queue.Done(pod)
 			}
 		}()
@@ -313,8 +316,9 @@ func pinned(pod *v1.Pod) string {
 	return f.Values[0]
 }
 
-// bindOne binds pod to node, as kube-scheduler's DefaultBinder does, then records its event.
-func bindOne(ctx context.Context, client kubernetes.Interface, recorder events.EventRecorder, pod *v1.Pod, node string) {
+// bindOne binds pod to node, as kube-scheduler's DefaultBinder does, then records its event;
+// whether the binding went through.
+func bindOne(ctx context.Context, client kubernetes.Interface, recorder events.EventRecorder, pod *v1.Pod, node string) bool {
 	binding := &v1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
 		Target:     v1.ObjectReference{Kind: "Node", Name: node},
@@ -323,8 +327,9 @@ func bindOne(ctx context.Context, client kubernetes.Interface, recorder events.E
 		if ctx.Err() == nil {
 			klog.ErrorS(err, "Binding", "pod", klog.KObj(pod), "node", node)
 		}
-		return
+		return false
 	}
 	recorder.Eventf(pod, nil, v1.EventTypeNormal, reasonScheduled, actionBinding,
 		"Successfully assigned %v/%v to %v", pod.Namespace, pod.Name, node)
+	return true
 }

@@ -74,7 +74,8 @@ func (o *occupancy) bound(obj any) {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if on := o.pods[pod.Spec.NodeName]; on != nil && !o.evicted[pod.UID] && pod.DeletionTimestamp == nil {
+	// A terminating pod counts until it is gone, as in kube-scheduler's cache.
+	if on := o.pods[pod.Spec.NodeName]; on != nil && !o.evicted[pod.UID] {
 		on[pod.UID] = pod
 	}
 }
@@ -93,31 +94,57 @@ func (o *occupancy) gone(obj any) {
 	delete(o.evicted, pod.UID)
 }
 
+// unplace takes back what place counted of pod when its binding failed: the watch of bound
+// pods never brings it.
+func (o *occupancy) unplace(pod *v1.Pod, node string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.pods[node], pod.UID)
+}
+
+// spared counts again a victim whose eviction failed: it is still there.
+func (o *occupancy) spared(victim *v1.Pod) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.evicted, victim.UID)
+	if on := o.pods[victim.Spec.NodeName]; on != nil {
+		on[victim.UID] = victim
+	}
+}
+
 // place counts pod on node and says which pods there to evict first for it to fit (none when it
-// fits, has no priority, or the pods of lower priority are not enough).
-func (o *occupancy) place(pod *v1.Pod, node string) []*v1.Pod {
+// fits, requests no CPU or memory, has no priority or may not preempt, or the pods of lower
+// priority are not enough).
+func (o *occupancy) place(pod *v1.Pod, node string) (victims []*v1.Pod, short v1.ResourceName) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	on := o.pods[node]
 	if on == nil {
-		return nil
+		return nil, ""
 	}
-	var victims []*v1.Pod
-	if p := priority(pod); p > 0 {
+	need := requests(pod)
+	mayPreempt := pod.Spec.PreemptionPolicy == nil || *pod.Spec.PreemptionPolicy != v1.PreemptNever
+	if p := priority(pod); p > 0 && mayPreempt && (need.cpu > 0 || need.mem > 0) {
 		// As DefaultPreemption's selectVictimsOnNode, for CPU and memory alone: every pod of
 		// lower priority out, then each put back, the most important first, if the pod still fits.
 		free := o.allocatable[node]
 		var lower []*v1.Pod
+		var taken amounts // by the pods of lower priority
 		for _, other := range on {
 			r := requests(other)
 			if priority(other) < p {
 				lower = append(lower, other)
+				taken.cpu += r.cpu
+				taken.mem += r.mem
 			} else {
 				free.cpu -= r.cpu
 				free.mem -= r.mem
 			}
 		}
-		need := requests(pod)
+		short = v1.ResourceCPU
+		if need.cpu <= free.cpu-taken.cpu {
+			short = v1.ResourceMemory
+		}
 		if need.cpu <= free.cpu && need.mem <= free.mem {
 			sort.Slice(lower, func(i, j int) bool { return moreImportant(lower[i], lower[j]) })
 			for _, v := range lower {
@@ -136,10 +163,12 @@ func (o *occupancy) place(pod *v1.Pod, node string) []*v1.Pod {
 		}
 	}
 	on[pod.UID] = pod
-	return victims
+	return victims, short
 }
 
-// moreImportant is util.MoreImportantPod: higher priority, then started (here: created) earlier.
+// moreImportant is util.MoreImportantPod: higher priority, then started earlier (here: created;
+// with no kubelet no pod has a start time). PodDisruptionBudgets are not consulted: which pods
+// go may differ from kube-scheduler's choice, not how many writes they take.
 func moreImportant(a, b *v1.Pod) bool {
 	if pa, pb := priority(a), priority(b); pa != pb {
 		return pa > pb
@@ -148,32 +177,41 @@ func moreImportant(a, b *v1.Pod) bool {
 }
 
 // preempt writes what kube-scheduler writes when pod preempts victims on node.
-func preempt(ctx context.Context, client kubernetes.Interface, recorder events.EventRecorder, pod *v1.Pod, node string, victims []*v1.Pod, nodes int) {
+func preempt(ctx context.Context, client kubernetes.Interface, recorder events.EventRecorder, occupied *occupancy, pod *v1.Pod, node string, victims []*v1.Pod, short v1.ResourceName, nodes int) {
 	for _, victim := range victims {
 		condition := v1.PodCondition{
-			Type:    v1.DisruptionTarget,
-			Status:  v1.ConditionTrue,
-			Reason:  v1.PodReasonPreemptionByScheduler,
-			Message: fmt.Sprintf("%s: preempting to accommodate a higher priority pod", pod.Spec.SchedulerName),
+			Type:               v1.DisruptionTarget,
+			Status:             v1.ConditionTrue,
+			LastTransitionTime: metav1.Now(),
+			Reason:             v1.PodReasonPreemptionByScheduler,
+			Message:            fmt.Sprintf("%s: preempting to accommodate a higher priority pod", pod.Spec.SchedulerName),
 		}
 		if err := patchStatus(ctx, client, victim, map[string]any{"conditions": []v1.PodCondition{condition}}); err != nil {
 			klog.ErrorS(err, "Adding DisruptionTarget", "pod", klog.KObj(victim))
+			occupied.spared(victim)
 			continue
 		}
 		err := client.CoreV1().Pods(victim.Namespace).Delete(ctx, victim.Name, metav1.DeleteOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
+		if apierrors.IsNotFound(err) {
+			continue // gone already: kube-scheduler writes no event then
+		}
+		if err != nil {
 			klog.ErrorS(err, "Deleting a victim", "pod", klog.KObj(victim))
+			occupied.spared(victim)
 			continue
 		}
 		recorder.Eventf(victim, pod, v1.EventTypeNormal, "Preempted", "Preempting",
 			"Preempted by pod %v on node %v", pod.UID, node)
 	}
-	message := fmt.Sprintf("0/%d nodes are available: 1 Insufficient cpu. preemption: nominated %s.", nodes, node)
+	// The rejection kube-scheduler's first attempt reports (preemption adds nothing when it
+	// nominates), for the one node the binder looked at.
+	message := fmt.Sprintf("0/%d nodes are available: 1 Insufficient %s.", nodes, short)
 	recorder.Eventf(pod, nil, v1.EventTypeWarning, "FailedScheduling", "Scheduling", message)
 	status := map[string]any{
 		"nominatedNodeName": node,
 		"conditions": []v1.PodCondition{{
-			Type: v1.PodScheduled, Status: v1.ConditionFalse, Reason: v1.PodReasonUnschedulable, Message: message,
+			Type: v1.PodScheduled, Status: v1.ConditionFalse, LastTransitionTime: metav1.Now(),
+			Reason: v1.PodReasonUnschedulable, Message: message,
 		}},
 	}
 	if err := patchStatus(ctx, client, pod, status); err != nil {
