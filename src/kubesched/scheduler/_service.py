@@ -535,7 +535,8 @@ class SchedulerService:
             )
             # What the first lists loaded mostly lives as long as the process: keep the
             # collector from walking it again at each full collection (a third of the
-            # collector's time in PreemptionAsync, docs/benchmarks.md).
+            # collector's time in PreemptionAsync, docs/benchmarks.md). Thawed on the way
+            # out, for a caller that goes on (tests run the service in their own process).
             gc.collect()
             gc.freeze()
             work = asyncio.create_task(
@@ -552,6 +553,7 @@ class SchedulerService:
                 with contextlib.suppress(asyncio.CancelledError):
                     await t
         finally:
+            gc.unfreeze()
             self.scheduler.stop()
             await self.scheduler.drain()
             for fwk in self.frameworks.values():

@@ -76,12 +76,14 @@ def load(
     paths: Sequence[str | Path] = files if files or from_cluster else example_paths()
     # Reading makes many objects at once, all kept: the collections it set off walked them
     # again and again (half the time of reading 15,000 objects).
+    enabled = gc.isenabled()
     gc.disable()
     try:
         builder.add_paths(paths)  # an unreadable path: InputError, a SimulateError
         return builder.finish()
     finally:
-        gc.enable()
+        if enabled:
+            gc.enable()
 
 
 async def _read_cluster(builder: InputBuilder, kubeconfig: str | None, *, pending: bool) -> None:
@@ -120,26 +122,32 @@ def run(
     if not files and not from_cluster:
         err.write("no -f given: simulating the built-in example (see docs/simulate.md)\n")
     inputs = load(files, from_cluster=from_cluster, kubeconfig=kubeconfig, registry=registry)
-    # What was read lives as long as the command: out of the collector's sight from now on.
+    # What was read lives as long as the command: out of the collector's sight until it ends
+    # (thawed then, for a caller that goes on: tests run commands in their own process).
     gc.collect()
     gc.freeze()
-    for issue in inputs.issues:
-        err.write(f"{issue}\n")
-    if len(inputs.pods) + len(inputs.nodes) > 2000:
-        err.write(
-            f"read {len(inputs.nodes)} nodes and {len(inputs.pods)} pods "
-            f"in {time.perf_counter() - t0:.1f}s\n"
-        )
-    detail: Detail = "explain" if explain else ("feasible" if output == "json" else "outcome")
     try:
-        result: SimulationResult = asyncio.run(
-            simulate(inputs, config, registry, seed=seed, detail=detail, progress=ProgressLine(err))
-        )
-    except (ConfigError, ProfileError) as e:
-        raise SimulateError(f"invalid configuration: {e}") from e
-    write(render_json(result) if output == "json" else render_table(result, explain=explain))
-    errors = inputs.errors
-    if errors:
-        err.write(f"{len(errors)} invalid object(s) skipped; see the errors above\n")
-        return 1
-    return 0
+        for issue in inputs.issues:
+            err.write(f"{issue}\n")
+        if len(inputs.pods) + len(inputs.nodes) > 2000:
+            err.write(
+                f"read {len(inputs.nodes)} nodes and {len(inputs.pods)} pods "
+                f"in {time.perf_counter() - t0:.1f}s\n"
+            )
+        detail: Detail = "explain" if explain else ("feasible" if output == "json" else "outcome")
+        try:
+            result: SimulationResult = asyncio.run(
+                simulate(
+                    inputs, config, registry, seed=seed, detail=detail, progress=ProgressLine(err)
+                )
+            )
+        except (ConfigError, ProfileError) as e:
+            raise SimulateError(f"invalid configuration: {e}") from e
+        write(render_json(result) if output == "json" else render_table(result, explain=explain))
+        errors = inputs.errors
+        if errors:
+            err.write(f"{len(errors)} invalid object(s) skipped; see the errors above\n")
+            return 1
+        return 0
+    finally:
+        gc.unfreeze()
