@@ -84,9 +84,10 @@ class Scenario:
     slack: float
     #: kube-scheduler's ``--pod-max-in-unschedulable-pods-duration``, in seconds.
     max_in_unschedulable: float | None
-    #: Where kubesched knowingly does otherwise than kube-scheduler v1.34.4, why (the replay
-    #: then requires the difference, so that it is noticed once it goes away).
-    divergence: str | None
+    #: Where kubesched knowingly does otherwise than kube-scheduler v1.34.4: ``why``, and
+    #: under ``kubesched`` what it does instead (pods' fields, ``movedBy``, ``attempts``); the
+    #: replay requires exactly that difference (:func:`diverged`).
+    divergence: dict[str, Any] | None
 
     @property
     def expected_path(self) -> Path:
@@ -115,6 +116,18 @@ def load(name: str) -> Scenario:
         max_in_unschedulable=doc.get("podMaxInUnschedulablePodsDuration"),
         divergence=doc.get("divergence"),
     )
+
+
+def diverged(expected: Mapping[str, Any], divergence: Mapping[str, Any]) -> dict[str, Any]:
+    """``expected`` with what kubesched knowingly does instead (``divergence["kubesched"]``)."""
+    instead = divergence["kubesched"]
+    out = copy.deepcopy(dict(expected))
+    for entry in out["pods"]:
+        entry.update(instead.get("pods", {}).get(entry["pod"], {}))
+    for field in ("movedBy", "attempts"):
+        if field in instead:
+            out[field] = instead[field]
+    return out
 
 
 def names() -> list[str]:
@@ -266,18 +279,23 @@ def _wait(
     scheduler: Scheduler,
 ) -> dict[str, dict[str, Any]]:
     """Poll until every pod is ``done``, or those that are not are all gated by a PreEnqueue
-    plugin (no condition written): the scheduler's gated pods are those and the pods gated by
-    ``schedulingGates`` (which the API server marks ``SchedulingGated``)."""
+    plugin (no condition written): the scheduler's gated pods are exactly those and the pods
+    gated by ``schedulingGates`` (which the API server marks ``SchedulingGated``), two polls
+    in a row."""
     deadline = time.monotonic() + timeout
+    settled = False
     while True:
         pods = _pods(api, scenario)
         missing = [k for k in wanted if k not in pods or not done(pods[k])]
         if not missing:
             return pods
+        held = False
         if all(k in pods for k in missing):
-            marked = sum(_message(pods[k]).get("reason") == "SchedulingGated" for k in wanted)
-            if _gated(scheduler.metrics()) >= len(missing) + marked:
-                return pods
+            marked = sum(_message(p).get("reason") == "SchedulingGated" for p in pods.values())
+            held = _gated(scheduler.metrics()) == len(missing) + marked
+        if held and settled:
+            return pods
+        settled = held
         if time.monotonic() > deadline:
             raise RuntimeError(f"{scenario.name}: undecided after {timeout}s: {missing}")
         time.sleep(POLL)

@@ -5,8 +5,9 @@ plane of its own (the scenarios empty the cluster between them), and must agree 
 real kube-scheduler v1.34.4 did (``<scenario>.expected.yaml``): the same pods bound to the same
 nodes, none later than kube-scheduler + 1 s after the event, moved out of unschedulablePods by
 the same cluster events, the same final messages for the others, and for the scenarios whose
-event must not retry a pod, no further attempt. A scenario with a ``divergence`` must differ
-instead (kubesched's deliberate differences, each explained there).
+event must not retry a pod, no further attempt. A scenario with a ``divergence`` (kubesched's
+deliberate differences, each explained there) must differ from the recording exactly as it
+says instead.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import pytest
 import yaml
 from sched_e2e import SchedulerProcess, start_scheduler
 
-from conformance.dynamics import Scenario, Scheduler, compare, load, names
+from conformance.dynamics import Scenario, Scheduler, compare, diverged, load, names
 from conformance.dynamics import run as run_scenario
 from conformance.regenerate import Api
 from kubesched import cluster
@@ -74,8 +75,10 @@ def test_scenario_agrees_with_kube_scheduler(
     got = run_scenario(Api(dynamics_cluster), scenario, launch)
     problems = compare(expected, got, scenario)
     if scenario.divergence is not None:
-        # Strict, as the static suite's known divergences: agreeing fails until it is removed.
+        # Strict, as the static suite's known divergences: agreeing fails until the divergence
+        # is removed, and differing otherwise than it says fails too.
         assert problems, f"agrees with kube-scheduler now; remove the divergence: {scenario.name}"
-        print(f"known divergence ({scenario.divergence}):\n" + "\n".join(problems))
+        otherwise = compare(diverged(expected, scenario.divergence), got, scenario)
+        assert not otherwise, f"{scenario.divergence['why']}\n" + "\n".join(otherwise)
         return
     assert not problems, f"{scenario.description}\n" + "\n".join(problems)
