@@ -319,11 +319,11 @@ class EquivalenceCache:
         """Feasible slots and the failure groups, from the verdicts."""
         table = self._snapshot.table
         ids = entry.ids[: len(present)] if table.is_leading(present) else entry.ids.take(present)
-        failing = ids != 0
-        if not np.count_nonzero(failing):
+        if not np.count_nonzero(ids):
             entry.feasible = present
             entry.groups = []
         else:
+            failing = ids != 0
             entry.feasible = present[~failing]
             entry.groups = groups_of(present[failing], ids[failing], entry.statuses)
         entry.present = present
