@@ -18,7 +18,10 @@ and spec), which plugins are active for it (not skipped at PreFilter or PreScore
 epochs those plugins report (:meth:`Plugin.node_local_epoch`: ImageLocality reads how many
 nodes have an image). Claims enter by what the plugins reading them read of them
 (:meth:`Plugin.node_local_claims`), not by name: pods that each bring a volume of their own,
-bound and used nowhere else, are one shape.
+bound and used nowhere else, are one shape. Plugins that read less of the pod say what
+(:meth:`Plugin.node_local_pod_key`): the Filter plugins that run first in the default profile
+read no requests, so pods that differ only in those share their verdicts, and the plugins that
+read requests run on the nodes the first ones pass.
 """
 
 from __future__ import annotations
@@ -86,6 +89,14 @@ def _nameless(volume: Volume) -> Volume:
 def shape_key(state: CycleState, pod: Pod, plan: FilterPlan) -> Hashable:
     """The key the plan's verdicts for ``pod`` are kept by: its shape and :func:`plan_key`."""
     return (pod_shape(state.pod_info_of(pod)), *plan_key(pod, plan))
+
+
+def filter_key(state: CycleState, pod: Pod, plan: FilterPlan) -> Hashable:
+    """The key the plan's verdicts for ``pod`` are kept by: what its plugins read of the pod
+    when each says (:attr:`FilterPlan.keyed`), else :func:`shape_key`."""
+    if not plan.keyed:
+        return shape_key(state, pod, plan)
+    return (tuple(p.node_local_pod_key(pod) for p in plan.plugins), *plan_key(pod, plan))
 
 
 def plan_key(pod: Pod, plan: FilterPlan | ScorePlan) -> tuple[Hashable, ...]:
@@ -230,7 +241,7 @@ class EquivalenceCache:
         if not plan.local:
             return None
         table = self._snapshot.table
-        key = shape_key(state, pod, plan)
+        key = filter_key(state, pod, plan)
         if key not in self._entries and not self._doorkeeper.admit(key):
             return None
         # Taken out while it is brought up to date: an error halfway leaves none behind.

@@ -133,7 +133,9 @@ class FilterPlan:
         "_timed",
         "claim_readers",
         "epochs",
+        "keyed",
         "local",
+        "narrowed",
         "plugins",
         "pod_plugins",
         "recheck_on_pods",
@@ -153,6 +155,17 @@ class FilterPlan:
         if not self.local and plugins[0].node_local:
             n = next(i for i, p in enumerate(plugins) if not p.node_local)
             self.split = FilterPlan(plugins[:n], metrics), FilterPlan(plugins[n:], metrics)
+        #: Whether every plugin reads less of the pod than its shape (``node_local_pod_key``):
+        #: verdicts are then kept by what they read, not by the whole shape.
+        self.keyed = self.local and all(has_pod_key(p) for p in plugins)
+        #: For a node-local plan that is not :attr:`keyed` but whose first plugins are: those
+        #: first ones and the rest, as plans. Pods alike but for what only the rest read (say,
+        #: their requests) share the first ones' verdicts, and the rest run on the nodes those
+        #: pass.
+        self.narrowed: tuple[FilterPlan, FilterPlan] | None = None
+        if self.local and not self.keyed and has_pod_key(plugins[0]):
+            n = next(i for i, p in enumerate(plugins) if not has_pod_key(p))
+            self.narrowed = FilterPlan(plugins[:n], metrics), FilterPlan(plugins[n:], metrics)
         self.pod_plugins = [p for p in plugins if p.node_local_reads_pods]
         # A node failed by one of these may fail otherwise once its pods change: the plugin
         # reads pods, or one that runs before it does.
@@ -179,6 +192,11 @@ class FilterPlan:
 def has_epoch(p: Plugin) -> bool:
     """Whether a node-local plugin reads something cluster-wide too (``node_local_epoch``)."""
     return type(p).node_local_epoch is not Plugin.node_local_epoch
+
+
+def has_pod_key(p: Plugin) -> bool:
+    """Whether a node-local plugin reads less of the pod than its shape (``node_local_pod_key``)."""
+    return type(p).node_local_pod_key is not Plugin.node_local_pod_key
 
 
 def reads_claims(p: Plugin) -> bool:

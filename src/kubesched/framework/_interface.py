@@ -460,6 +460,14 @@ class Plugin:
         changes whenever that does (ImageLocality: the node count and the images' spread)."""
         return None
 
+    def node_local_pod_key(self, pod: Pod) -> Hashable:
+        """For a :attr:`node_local` plugin that reads less of the pod than its whole shape
+        (its namespace, labels, annotations and spec): all that its verdicts and scores, and its
+        own PreFilter and PreScore, read of the pod, so that pods alike in that (but, say, not in
+        their requests) share what the runtime kept; ``None``, the default, when it may read
+        anything of the shape. Called only after the pod's PreFilter passed."""
+        return None
+
     def node_local_claims(self, pod: Pod) -> Hashable:
         """For a :attr:`node_local` plugin that reads the pod's claims (its
         ``persistentVolumeClaim`` and ``ephemeral`` volumes): all its verdicts and scores read

@@ -275,6 +275,9 @@ class Framework:
             or type(p).remove_pod is not PreFilterPlugin.remove_pod
         ]
         self._equivalence = EquivalenceCache(snapshot)
+        #: The first Filter plugins' verdicts, kept by what they read of the pod (FilterPlan's
+        #: ``narrowed``), apart so that they do not push whole shapes out.
+        self._narrowed = EquivalenceCache(snapshot)
         self._filter_plans = _Plans(self._make_filter_plan)
         self._score_plans = _Plans(self._make_score_plan)
 
@@ -934,21 +937,29 @@ class Framework:
         the cycle's)."""
         start = time.perf_counter()
         plan = self._filter_plans.of(state.skip_filter_plugins)
-        rest = None
+        rest: list[FilterCalls] = []
         if not plan.local:
             if plan.split is None:
                 return None
-            plan, rest = plan.split
+            plan, others = plan.split
+            rest = list(others.calls(state))
         entry = self._equivalence.filter(state, pod, plan)
+        scorable = True
+        if entry is None and plan.narrowed is not None:
+            # A shape not kept (yet): its first plugins' verdicts may be, by what they read.
+            head, tail = plan.narrowed
+            entry = self._narrowed.filter(state, pod, head)
+            rest[:0] = tail.calls(state)
+            scorable = False
         if entry is None:
             return None
         feasible = entry.feasible
         assert feasible is not None
         rejected: list[tuple[IntArray, Status]] = []
-        if rest is not None:
+        if rest:
             form = Vectorized(self._snapshot, feasible)
             try:
-                rejected = filter_in_order(state, pod, rest.calls(state), form)
+                rejected = filter_in_order(state, pod, rest, form)
             except FilterError:
                 # The ordinary path reports it, as it always does.
                 return None
@@ -958,7 +969,10 @@ class Framework:
         for failed, status in rejected:
             diagnosis.add(NodeGroup(failed, status))
         self._observe("Filter", start, None)
-        return Nodes(self._snapshot, feasible), entry if feasible is entry.feasible else None
+        # Score may come from the entry when its feasible nodes are the cycle's and it is kept
+        # by the pod's whole shape (an entry kept by less of it holds scores of other pods).
+        keep = scorable and feasible is entry.feasible
+        return Nodes(self._snapshot, feasible), entry if keep else None
 
     def _cached_score(
         self, state: CycleState, pod: Pod, entry: Filtered, plugin_scores: bool

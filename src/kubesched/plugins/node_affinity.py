@@ -10,7 +10,7 @@ label across nodes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -356,6 +356,10 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, E
         if preferred:
             path = f"{base}.preferredDuringSchedulingIgnoredDuringExecution"
             self.added_preferred = PreferredTerms.parse(preferred, path)
+
+    def node_local_pod_key(self, pod: Pod) -> Hashable:
+        a = pod.spec.affinity
+        return msgspec.json.encode((pod.spec.node_selector, a and a.node_affinity))
 
     # -- PreFilter / Filter --------------------------------------------------------------------
 

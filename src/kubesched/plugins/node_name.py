@@ -9,6 +9,8 @@ node: a simulation fed with such manifests, or a tool that checks whether a pod 
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 import numpy as np
 
 from kubesched.api import Pod
@@ -43,6 +45,9 @@ class NodeName(FilterPlugin, EnqueueExtensions):
     name = NAME
     node_local = True
     node_local_reads_pods = False
+
+    def node_local_pod_key(self, pod: Pod) -> Hashable:
+        return pod.spec.node_name
 
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
         if fits(pod, node):

@@ -14,6 +14,7 @@ Unschedulable (not Unresolvable): evicting the pod holding the port would free i
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any
 
 import numpy as np
@@ -66,6 +67,9 @@ class NodePorts(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
 
     name = NAME
     node_local = True
+
+    def node_local_pod_key(self, pod: Pod) -> Hashable:
+        return host_ports(pod)
 
     def pre_filter(
         self, state: CycleState, pod: Pod, nodes: Nodes

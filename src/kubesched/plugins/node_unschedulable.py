@@ -8,6 +8,7 @@ that taint on cordoned nodes, and DaemonSet pods carry the toleration).
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any
 
 import numpy as np
@@ -56,6 +57,9 @@ class NodeUnschedulable(FilterPlugin, EnqueueExtensions):
     name = NAME
     node_local = True
     node_local_reads_pods = False
+
+    def node_local_pod_key(self, pod: Pod) -> Hashable:
+        return tolerates_unschedulable(pod)
 
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
         if not node_for(node).spec.unschedulable or tolerates_unschedulable(pod):

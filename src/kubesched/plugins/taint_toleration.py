@@ -18,8 +18,10 @@ lists, so each distinct list is checked once per pod and the verdict gathered to
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from kubesched.api import (
@@ -107,6 +109,9 @@ class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensio
     name = NAME
     node_local = True
     node_local_reads_pods = False
+
+    def node_local_pod_key(self, pod: Pod) -> Hashable:
+        return msgspec.json.encode(pod.spec.tolerations)
 
     # -- Filter --------------------------------------------------------------------------------
 

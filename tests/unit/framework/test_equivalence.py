@@ -154,6 +154,28 @@ def _pod(name: str, shape: int) -> Pod:
                 }
             },
         )
+    if shape == 9:
+        # As shape 2 but for the zone: what NodeAffinity reads differs, nothing else does.
+        return make_pod(
+            name,
+            cpu="200m",
+            spec={
+                "tolerations": [{"key": "dedicated", "operator": "Exists"}],
+                "nodeSelector": {"topology.kubernetes.io/zone": "z1"},
+            },
+        )
+    if shape == 10:
+        return make_pod(
+            name, cpu="300m", spec={"tolerations": [{"key": "dedicated", "operator": "Exists"}]}
+        )
+    if shape == 11:
+        return make_pod(
+            name,
+            cpu="100m",
+            spec={
+                "tolerations": [{"key": "node.kubernetes.io/unschedulable", "operator": "Exists"}]
+            },
+        )
     # Fits nowhere.
     return make_pod(name, cpu="64")
 
@@ -221,9 +243,18 @@ def _same(a: ScheduleResult | str, b: ScheduleResult | str) -> None:
     assert a.diagnosis.unschedulable_plugins == b.diagnosis.unschedulable_plugins
 
 
+def _own_requests(pod: Pod, rnd: random.Random) -> Pod:
+    """``pod`` asking for a CPU of its own: a shape no other pod has, alike in all but that."""
+    pod.spec.containers[0].resources.requests["cpu"] = f"{rnd.randrange(1, 1600)}m"
+    return pod
+
+
+@pytest.mark.parametrize("requests", ["shared", "own"])
 @pytest.mark.parametrize("order", ["default", "reversed"])
 @pytest.mark.parametrize("seed", range(1, 9))
-def test_cached_decisions_equal_uncached_ones(seed: int, order: str) -> None:
+def test_cached_decisions_equal_uncached_ones(seed: int, order: str, requests: str) -> None:
+    """With ``own`` requests no whole shape repeats: only the first Filter plugins' verdicts,
+    kept by what those read of the pod, are shared."""
     rnd = random.Random(seed)
     config = default_config() if order == "default" else _reversed_filters()
     sides = (_Side(cached=True, config=config), _Side(cached=False, config=config))
@@ -261,7 +292,9 @@ def test_cached_decisions_equal_uncached_ones(seed: int, order: str) -> None:
             info, _ = placed.pop(rnd.randrange(len(placed)))
             both(lambda s, i=info: s.snapshot.remove_pod(i.uid))
         else:
-            pod = _pod(f"p{step}", rnd.randrange(9))
+            pod = _pod(f"p{step}", rnd.randrange(12))
+            if requests == "own":
+                pod = _own_requests(pod, rnd)
             a, b = (side.schedule(pod) for side in sides)
             _same(a, b)
             if isinstance(a, ScheduleResult):
@@ -305,6 +338,27 @@ def test_repeated_shape_is_served_from_the_cache() -> None:
     # into the cache; after that only the changed node, one at a time.
     assert calls == {"NodeResourcesFit": 2}
     assert np.all(r.totals >= 0)
+
+
+def test_first_filter_plugins_are_kept_by_what_they_read() -> None:
+    """Pods alike but for their requests: the plugins before NodeResourcesFit read no requests,
+    so their verdicts are kept by what they read (tolerations, node name) and asked again only
+    about changed nodes; NodeResourcesFit, keyed by the whole shape, runs on every node."""
+    side = _Side(cached=True, config=default_config())
+    for i in range(20):
+        taints = [{"key": "gpu", "effect": "NoSchedule"}] if i % 4 == 0 else []
+        side.snapshot.set_node(make_node(f"n{i}", taints=taints))
+    calls = _count_calls(side, "filter_nodes", "TaintToleration", "NodeResourcesFit")
+    for i in range(6):
+        pod = make_pod(f"p{i}", cpu=f"{100 + i}m")
+        r = side.schedule(pod)
+        assert isinstance(r, ScheduleResult)
+        # The tainted nodes stay out, by TaintToleration's verdicts kept.
+        assert len(r.feasible_slots) == 15
+        side.snapshot.add_pod(PodInfo.of(pod), r.suggested_host)
+    # TaintToleration vectorized twice (the first pod the ordinary way, the second into the
+    # cache), then on the one changed node; NodeResourcesFit on every node for each pod.
+    assert calls == {"TaintToleration": 2, "NodeResourcesFit": 6}
 
 
 def test_node_local_plugins_before_another_are_served_from_the_cache() -> None:
