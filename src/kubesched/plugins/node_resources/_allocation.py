@@ -11,7 +11,7 @@ allocatable on a node is 0 is left out of that node's score entirely.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -171,6 +171,8 @@ class ResourceMatrix:
     #: :func:`covering_rows`): a result per column is :meth:`picked` to one per slot.
     slots: IntArray
     covered: int | None
+    #: Whether ``used`` has the pod's requests added already (read from :class:`FloatColumns`).
+    with_pod: bool = False
 
     def picked(self, values: IntArray) -> IntArray:
         """``values``, one per column, as one per slot of the call."""
@@ -185,9 +187,11 @@ def resource_matrix(
     use_requested: bool,
     dtype: type[np.int64] | type[np.float64] = np.int64,
     scratch: Scratch | None = None,
+    columns: FloatColumns | None = None,
 ) -> ResourceMatrix:
     """:func:`allocatable_requested` for every node of ``slots`` at once, as ``dtype``; the
-    arrays live in ``scratch`` when given."""
+    arrays live in ``scratch`` when given. As float64 with ``columns``, read from there and with
+    the pod's requests added (``with_pod``) when every value is held exactly."""
     # (configured index, allocatable column, source of "used", its column)
     plan: list[tuple[int, int, bool, int]] = []
     for i, r in enumerate(resources):
@@ -207,6 +211,11 @@ def resource_matrix(
     scratch = scratch or Scratch()
     covered = covering_rows(slots)
     n = len(slots) if covered is None else covered
+    pod = [pod_requests_list[p[0]] for p in plan]
+    if plan and columns is not None and dtype is np.float64:
+        m = _from_columns(table, slots, covered, plan, pod, columns, scratch)
+        if m is not None:
+            return m
     alloc = scratch.get("allocatable", (len(plan), n), dtype)
     used = scratch.get("used", (len(plan), n), dtype)
     if plan:
@@ -226,8 +235,102 @@ def resource_matrix(
                         table.requested, slots, covered, scratch, "requested rows"
                     )
                 used[k] = requested_rows[:, used_col]
-    pod = [pod_requests_list[p[0]] for p in plan]
     return ResourceMatrix([p[0] for p in plan], alloc, used, pod, slots, covered)
+
+
+def _from_columns(
+    table: NodeTable,
+    slots: IntArray,
+    covered: int | None,
+    plan: list[tuple[int, int, bool, int]],
+    pod: list[int],
+    columns: FloatColumns,
+    scratch: Scratch,
+) -> ResourceMatrix | None:
+    """:func:`resource_matrix` as float64 from ``columns``, the pod's requests added; ``None``
+    when some value is not held exactly (the caller's integer or per-column path then)."""
+    if max(pod) >= FLOAT_EXACT_LIMIT:
+        return None
+    sources = tuple((_ALLOCATABLE, col) for _, col, _, _ in plan) + tuple(
+        (_NON_ZERO if non_zero else _REQUESTED, used_col) for _, _, non_zero, used_col in plan
+    )
+    values = columns.get(table, sources)
+    if values is None:
+        return None
+    k = len(plan)
+    values = values.take(slots, axis=1) if covered is None else values[:, :covered]
+    # A copy with the pod added in the same pass: the callers compute in place.
+    used = scratch.get("used", (k, values.shape[1]), np.float64)
+    np.add(values[k:], np.array(pod, dtype=np.float64)[:, None], out=used)
+    return ResourceMatrix([p[0] for p in plan], values[:k], used, pod, slots, covered, True)
+
+
+#: The table columns :class:`FloatColumns` reads: allocatable, requested, non-zero requested.
+_ALLOCATABLE, _REQUESTED, _NON_ZERO = 0, 1, 2
+
+#: Beyond this many changed rows :class:`FloatColumns` converts every row again.
+_MANY_ROWS = 256
+
+
+class FloatColumns:
+    """Resource columns of a table as float64 rows (one per column, one value per slot), kept
+    in step with the table: between two scheduling cycles only the rows it changed (the node
+    the last pod was assumed on) are converted again.
+
+    Both scorers read the same few columns of every node for every pod; gathering and
+    converting them took a quarter of NodeResourcesFit's and BalancedAllocation's Score.
+    """
+
+    __slots__ = ("_kept",)
+
+    def __init__(self) -> None:
+        self._kept: dict[tuple[tuple[int, int], ...], _Converted] = {}
+
+    def get(self, table: NodeTable, sources: tuple[tuple[int, int], ...]) -> FloatArray | None:
+        """Row ``i``: column ``sources[i][1]`` of the table's array ``sources[i][0]``, over
+        every slot; ``None`` when a value is too large to compute with exactly as a float
+        (:data:`FLOAT_EXACT_LIMIT`). Read-only."""
+        kept = self._kept.get(sources)
+        if kept is None or kept.table is not table or kept.layout != table.layout:
+            kept = self._kept[sources] = _Converted(table, sources)
+        elif kept.version != table.version:
+            rows = table.changed_rows_since(kept.version)
+            if rows is None or len(rows[0]) + len(rows[1]) > _MANY_ROWS:
+                kept = self._kept[sources] = _Converted(table, sources)
+            else:
+                kept.update(table, sources, (*rows[0], *rows[1]))
+        return kept.values if kept.exact else None
+
+
+class _Converted:
+    __slots__ = ("exact", "layout", "table", "values", "version")
+
+    def __init__(self, table: NodeTable, sources: tuple[tuple[int, int], ...]) -> None:
+        self.table = table
+        self.layout = table.layout
+        self.version = table.version
+        arrays = _arrays(table)
+        self.values: FloatArray = np.empty((len(sources), table.capacity))
+        for i, (a, col) in enumerate(sources):
+            self.values[i] = arrays[a][:, col]
+        self.exact = bool(self.values.max(initial=0.0) < FLOAT_EXACT_LIMIT)
+
+    def update(
+        self, table: NodeTable, sources: tuple[tuple[int, int], ...], rows: Iterable[int]
+    ) -> None:
+        arrays = _arrays(table)
+        values = self.values
+        for r in rows:
+            for i, (a, col) in enumerate(sources):
+                v = arrays[a].item(r, col)
+                values[i, r] = v
+                if v >= FLOAT_EXACT_LIMIT:
+                    self.exact = False
+        self.version = table.version
+
+
+def _arrays(table: NodeTable) -> tuple[IntArray, IntArray, IntArray]:
+    return table.allocatable, table.requested, table.non_zero_requested
 
 
 #: Below this share of the rows they span, a call's slots are gathered; at or above it the
@@ -363,13 +466,16 @@ def strategy_scores(
     strategy: str,
     lut: IntArray | None = None,
     scratch: Scratch | None = None,
+    columns: FloatColumns | None = None,
 ) -> IntArray:
     """The score of each node of ``slots`` under a NodeResourcesFit strategy, equal to
     :func:`weighted_score` / :func:`requested_to_capacity_ratio_score` node by node.
 
     ``lut`` is :func:`shape_lut` of the shape, for ``RequestedToCapacityRatio``.
     """
-    m = resource_matrix(table, slots, resources, pod_requests_list, False, np.float64, scratch)
+    m = resource_matrix(
+        table, slots, resources, pod_requests_list, False, np.float64, scratch, columns
+    )
     if not m.rows or len(slots) == 0:
         return np.zeros(len(slots), dtype=np.int64)
     a = m.allocatable
@@ -380,9 +486,10 @@ def strategy_scores(
     # with a divisor under 2**46: flooring the float quotient is the integer quotient.
     w = [resources[i].weight for i in m.rows]
     x = m.used
-    for k, p in enumerate(m.pod):
-        if p:
-            x[k] += p
+    if not m.with_pod:
+        for k, p in enumerate(m.pod):
+            if p:
+                x[k] += p
     all_valid = bool(a.min() > 0)
     if strategy == MOST_ALLOCATED:
         np.minimum(x, a, out=x)
@@ -502,6 +609,7 @@ def balanced_scores(
     resources: Sequence[WeightedResource],
     pod_requests_list: Sequence[int],
     scratch: Scratch | None = None,
+    columns: FloatColumns | None = None,
 ) -> IntArray:
     """:func:`balanced_resource_score` of every node, bit for bit.
 
@@ -510,18 +618,25 @@ def balanced_scores(
     the counted ones alone; the two-fraction case picks each node's first and second counted one.
     """
     n = len(slots)
-    m = resource_matrix(table, slots, resources, pod_requests_list, True, np.int64, scratch)
+    m = resource_matrix(
+        table, slots, resources, pod_requests_list, True, np.float64, scratch, columns
+    )
+    if m.with_pod:
+        # Integers under 2**46, so their float sum is the float of the int64 sum Go converts.
+        a, f = m.allocatable, m.used
+    else:
+        m = resource_matrix(table, slots, resources, pod_requests_list, True, np.int64, scratch)
+        a = m.allocatable.astype(np.float64)
+        # The requested sum is an int64 in Go, converted to float64 once.
+        q = m.used
+        for k, p in enumerate(m.pod):
+            if p:
+                q[k] += p
+        f = q.astype(np.float64)
     r = len(m.rows)
     if r == 0 or n == 0:
         return np.full(n, MAX_NODE_SCORE, dtype=np.int64)
-    width = m.allocatable.shape[1]
-    a = m.allocatable.astype(np.float64)
-    # The requested sum is an int64 in Go, converted to float64 once.
-    q = m.used
-    for k, p in enumerate(m.pod):
-        if p:
-            q[k] += p
-    f = q.astype(np.float64)
+    width = a.shape[1]
     all_valid = bool(a.min() > 0)
     with np.errstate(divide="ignore", invalid="ignore"):
         np.divide(f, a, out=f)
@@ -583,6 +698,7 @@ __all__ = [
     "FEW_ROWS",
     "FLOAT_EXACT_LIMIT",
     "MAX_NODE_SCORE",
+    "FloatColumns",
     "ResourceMatrix",
     "Scratch",
     "WeightedResource",

@@ -42,6 +42,7 @@ from kubesched.framework import (
 )
 from kubesched.plugins.node_resources._allocation import (
     FEW_ROWS,
+    FloatColumns,
     Scratch,
     WeightedResource,
     balanced_resource_score,
@@ -84,6 +85,7 @@ class BalancedAllocation(PreScorePlugin, ScorePlugin):
             raise ConfigError(errors)
         super().__init__(handle, args)
         self._scratch = Scratch()
+        self._columns = FloatColumns()
         self._scores = RowDerived()
         self.resources = [WeightedResource(r.name, int(r.weight)) for r in args.resources]
 
@@ -126,7 +128,9 @@ class BalancedAllocation(PreScorePlugin, ScorePlugin):
 
         def scores_of(slots: IntArray) -> IntArray:
             if len(slots) > FEW_ROWS:
-                return balanced_scores(t, slots, self.resources, requests, self._scratch)
+                return balanced_scores(
+                    t, slots, self.resources, requests, self._scratch, self._columns
+                )
             return np.fromiter(
                 (self._node_score(requests, at(slot)) for slot in slots.tolist()),
                 np.int64,

@@ -63,6 +63,7 @@ from kubesched.framework import (
 from kubesched.plugins.helper import as_objects
 from kubesched.plugins.node_resources._allocation import (
     FEW_ROWS,
+    FloatColumns,
     Scratch,
     WeightedResource,
     covering_rows,
@@ -241,6 +242,7 @@ class NodeResourcesFit(
             raise ValueError(f"scoring strategy {strategy.type} is not supported")
         super().__init__(handle, args)
         self._scratch = Scratch()
+        self._columns = FloatColumns()
         self._fit_bits = RowDerived()
         self._scores = RowDerived()
         self.ignored_resources = frozenset(args.ignored_resources)
@@ -420,6 +422,7 @@ class NodeResourcesFit(
                     self.strategy,
                     self._lut,
                     self._scratch,
+                    self._columns,
                 )
             return np.fromiter(
                 (self._node_score(s, at(slot)) for slot in slots.tolist()), np.int64, len(slots)
