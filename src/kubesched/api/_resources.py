@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
-from math import ceil
 
 from kubesched.api._objects import Container, Node, Pod
-from kubesched.api._quantity import parse_quantity
+from kubesched.api._quantity import nano_value
 
 #: Sums are kept in nano-units: the API server rounds every quantity up to 1n, so integers of
 #: nano-units are exact and much cheaper to add than fractions.
@@ -78,7 +77,7 @@ def _to_units(nanos: Mapping[str, int]) -> Resources:
 
 @lru_cache(maxsize=8192)
 def _nanos(q: str) -> int:
-    return ceil(parse_quantity(q) * _NANO)
+    return nano_value(q)
 
 
 def _parse(resources: Mapping[str, str]) -> dict[str, int]:

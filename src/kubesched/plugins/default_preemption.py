@@ -399,11 +399,14 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
     ) -> tuple[list[Candidate], dict[str, Status], list[str]]:
         """Dry runs on the nodes Filter rejected as Unschedulable: candidates, the status of each
         node that is none, and the errors met."""
-        potential = [
-            info
-            for info in all_nodes
-            if (s := filtered.get(info.name)) is not None and s.code == Code.UNSCHEDULABLE
-        ]
+        potential: list[NodeInfo] = []
+        # Looking at the statuses first is cheaper when no node may do (a pod larger than any).
+        if any(s.code == Code.UNSCHEDULABLE for s in filtered.values()):
+            potential = [
+                info
+                for info in all_nodes
+                if (s := filtered.get(info.name)) is not None and s.code == Code.UNSCHEDULABLE
+            ]
         if not potential:
             log.debug("preemption will not help schedule pod %s on any node", pod.key)
             return [], {}, []
@@ -698,12 +701,15 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         """The FitError of the dry run: each tried node's status, the others not helpful."""
         by_status: dict[int, tuple[Status, list[int]]] = {}
         absent: list[int] = []
-        for info in all_nodes:
-            s = statuses.get(info.name)
-            if s is None:
-                absent.append(info.slot)
-            else:
-                by_status.setdefault(id(s), (s, []))[1].append(info.slot)
+        if not statuses:
+            absent = [info.slot for info in all_nodes]
+        else:
+            for info in all_nodes:
+                s = statuses.get(info.name)
+                if s is None:
+                    absent.append(info.slot)
+                else:
+                    by_status.setdefault(id(s), (s, []))[1].append(info.slot)
         groups = [NodeGroup(np.array(slots, dtype=np.int64), s) for s, slots in by_status.values()]
         if absent:
             not_helpful = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_NOT_HELPFUL)

@@ -479,7 +479,8 @@ def strategy_scores(
     if not m.rows or len(slots) == 0:
         return np.zeros(len(slots), dtype=np.int64)
     a = m.allocatable
-    if a.max() >= FLOAT_EXACT_LIMIT:
+    # Read from FloatColumns (``with_pod``), every value is known to be under the limit.
+    if not m.with_pod and a.max() >= FLOAT_EXACT_LIMIT:
         m = resource_matrix(table, slots, resources, pod_requests_list, False, np.int64)
         return m.picked(_strategy_scores_int(m, resources, strategy, lut))
     # Every quotient below is of non-negative integers held exactly in float64, at most 100,
