@@ -85,6 +85,7 @@ from kubesched.framework._snapshot import WORKLOAD_KINDS, NodeTrial, Snapshot
 from kubesched.framework._status import SKIP, Code, Status, is_success
 from kubesched.framework._store import ObjectStore, StoredObject
 from kubesched.framework._table import (
+    MANY_ROWS,
     BoolArray,
     IdArray,
     IntArray,
@@ -96,6 +97,7 @@ from kubesched.framework._table import (
 __all__ = [
     "ENTRY_POINT_GROUP",
     "EXTENSION_POINTS",
+    "MANY_ROWS",
     "MAX_NODE_SCORE",
     "MIN_NODE_SCORE",
     "SKIP",

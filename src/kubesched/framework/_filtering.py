@@ -142,7 +142,9 @@ class FilterPlan:
         "split",
     )
 
-    def __init__(self, plugins: list[FilterPlugin], metrics: Metrics | None) -> None:
+    def __init__(
+        self, plugins: list[FilterPlugin], metrics: Metrics | None, *, keyed: bool = False
+    ) -> None:
         self.plugins = plugins
         self._metrics = metrics
         self._timed: dict[bool, list[InstrumentedFilter]] = {}
@@ -155,17 +157,22 @@ class FilterPlan:
         if not self.local and plugins[0].node_local:
             n = next(i for i, p in enumerate(plugins) if not p.node_local)
             self.split = FilterPlan(plugins[:n], metrics), FilterPlan(plugins[n:], metrics)
-        #: Whether every plugin reads less of the pod than its shape (``node_local_pod_key``):
-        #: verdicts are then kept by what they read, not by the whole shape.
-        self.keyed = self.local and all(has_pod_key(p) for p in plugins)
-        #: For a node-local plan that is not :attr:`keyed` but whose first plugins are: those
-        #: first ones and the rest, as plans. Pods alike but for what only the rest read (say,
-        #: their requests) share the first ones' verdicts, and the rest run on the nodes those
-        #: pass.
+        #: Whether verdicts are kept by what the plugins read of the pod
+        #: (``node_local_pod_key``) rather than by its whole shape: only the first plan of
+        #: :attr:`narrowed` is, and scores are never kept on such an entry (it holds pods that
+        #: differ in what Score reads).
+        self.keyed = keyed
+        #: For a node-local plan whose first plugins read less of the pod than its shape: those
+        #: first ones (:attr:`keyed`) and the rest, as plans. Pods alike but for what only the
+        #: rest read (say, their requests) share the first ones' verdicts, and the rest run on
+        #: the nodes those pass.
         self.narrowed: tuple[FilterPlan, FilterPlan] | None = None
-        if self.local and not self.keyed and has_pod_key(plugins[0]):
-            n = next(i for i, p in enumerate(plugins) if not has_pod_key(p))
-            self.narrowed = FilterPlan(plugins[:n], metrics), FilterPlan(plugins[n:], metrics)
+        if self.local and not keyed and plugins and has_pod_key(plugins[0]):
+            n = next((i for i, p in enumerate(plugins) if not has_pod_key(p)), len(plugins))
+            self.narrowed = (
+                FilterPlan(plugins[:n], metrics, keyed=True),
+                FilterPlan(plugins[n:], metrics),
+            )
         self.pod_plugins = [p for p in plugins if p.node_local_reads_pods]
         # A node failed by one of these may fail otherwise once its pods change: the plugin
         # reads pods, or one that runs before it does.

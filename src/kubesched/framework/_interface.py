@@ -461,11 +461,12 @@ class Plugin:
         return None
 
     def node_local_pod_key(self, pod: Pod) -> Hashable:
-        """For a :attr:`node_local` plugin that reads less of the pod than its whole shape
-        (its namespace, labels, annotations and spec): all that its verdicts and scores, and its
-        own PreFilter and PreScore, read of the pod, so that pods alike in that (but, say, not in
-        their requests) share what the runtime kept; ``None``, the default, when it may read
-        anything of the shape. Called only after the pod's PreFilter passed."""
+        """For a :attr:`node_local` Filter plugin that reads less of the pod than its whole
+        shape (its namespace, labels, annotations and spec): all that its verdicts, and its own
+        PreFilter, read of the pod, so that pods alike in that (but, say, not in their requests)
+        share the verdicts the runtime kept. Only an override counts, and whatever it returns
+        (``None`` included) stands for what it read; a subclass that reads more overrides it
+        again. Called only after the pod's PreFilter passed."""
         return None
 
     def node_local_claims(self, pod: Pod) -> Hashable:

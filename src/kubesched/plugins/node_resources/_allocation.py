@@ -20,7 +20,7 @@ import numpy.typing as npt
 
 from kubesched.api import CPU, EPHEMERAL_STORAGE, MEMORY, is_scalar_resource_name
 from kubesched.config import LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO
-from kubesched.framework import BoolArray, IntArray, NodeInfo, NodeTable, PodInfo
+from kubesched.framework import MANY_ROWS, BoolArray, IntArray, NodeInfo, NodeTable, PodInfo
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -187,35 +187,13 @@ def resource_matrix(
     use_requested: bool,
     dtype: type[np.int64] | type[np.float64] = np.int64,
     scratch: Scratch | None = None,
-    columns: FloatColumns | None = None,
 ) -> ResourceMatrix:
     """:func:`allocatable_requested` for every node of ``slots`` at once, as ``dtype``; the
-    arrays live in ``scratch`` when given. As float64 with ``columns``, read from there and with
-    the pod's requests added (``with_pod``) when every value is held exactly."""
-    # (configured index, allocatable column, source of "used", its column)
-    plan: list[tuple[int, int, bool, int]] = []
-    for i, r in enumerate(resources):
-        name = r.name
-        if name in (CPU, MEMORY):
-            col = table.resource_index[name]
-            if use_requested:
-                plan.append((i, col, False, col))
-            else:
-                plan.append((i, col, True, 0 if name == CPU else 1))
-        elif name == EPHEMERAL_STORAGE or (
-            is_scalar_resource_name(name) and pod_requests_list[i] != 0
-        ):
-            col_or_none = table.resource_index.get(name)
-            if col_or_none is not None:
-                plan.append((i, col_or_none, False, col_or_none))
+    arrays live in ``scratch`` when given."""
+    plan = _matrix_plan(table, resources, pod_requests_list, use_requested)
     scratch = scratch or Scratch()
     covered = covering_rows(slots)
     n = len(slots) if covered is None else covered
-    pod = [pod_requests_list[p[0]] for p in plan]
-    if plan and columns is not None and dtype is np.float64:
-        m = _from_columns(table, slots, covered, plan, pod, columns, scratch)
-        if m is not None:
-            return m
     alloc = scratch.get("allocatable", (len(plan), n), dtype)
     used = scratch.get("used", (len(plan), n), dtype)
     if plan:
@@ -235,21 +213,51 @@ def resource_matrix(
                         table.requested, slots, covered, scratch, "requested rows"
                     )
                 used[k] = requested_rows[:, used_col]
+    pod = [pod_requests_list[p[0]] for p in plan]
     return ResourceMatrix([p[0] for p in plan], alloc, used, pod, slots, covered)
 
 
-def _from_columns(
+def _matrix_plan(
+    table: NodeTable,
+    resources: Sequence[WeightedResource],
+    pod_requests_list: Sequence[int],
+    use_requested: bool,
+) -> list[tuple[int, int, bool, int]]:
+    """Per resource that can count: (configured index, allocatable column, whether "used" is
+    the non-zero requested, its column)."""
+    plan: list[tuple[int, int, bool, int]] = []
+    for i, r in enumerate(resources):
+        name = r.name
+        if name in (CPU, MEMORY):
+            col = table.resource_index[name]
+            if use_requested:
+                plan.append((i, col, False, col))
+            else:
+                plan.append((i, col, True, 0 if name == CPU else 1))
+        elif name == EPHEMERAL_STORAGE or (
+            is_scalar_resource_name(name) and pod_requests_list[i] != 0
+        ):
+            col_or_none = table.resource_index.get(name)
+            if col_or_none is not None:
+                plan.append((i, col_or_none, False, col_or_none))
+    return plan
+
+
+def columns_matrix(
     table: NodeTable,
     slots: IntArray,
-    covered: int | None,
-    plan: list[tuple[int, int, bool, int]],
-    pod: list[int],
+    resources: Sequence[WeightedResource],
+    pod_requests_list: Sequence[int],
+    use_requested: bool,
     columns: FloatColumns,
     scratch: Scratch,
 ) -> ResourceMatrix | None:
-    """:func:`resource_matrix` as float64 from ``columns``, the pod's requests added; ``None``
-    when some value is not held exactly (the caller's integer or per-column path then)."""
-    if max(pod) >= FLOAT_EXACT_LIMIT:
+    """:func:`resource_matrix` as float64, read from ``columns``, with the pod's requests
+    added to ``used`` (``with_pod``); ``None`` when no resource counts or some value is not
+    held exactly as a float (the caller's own path then)."""
+    plan = _matrix_plan(table, resources, pod_requests_list, use_requested)
+    pod = [pod_requests_list[p[0]] for p in plan]
+    if not plan or max(abs(v) for v in pod) >= FLOAT_EXACT_LIMIT:
         return None
     sources = tuple((_ALLOCATABLE, col) for _, col, _, _ in plan) + tuple(
         (_NON_ZERO if non_zero else _REQUESTED, used_col) for _, _, non_zero, used_col in plan
@@ -258,6 +266,7 @@ def _from_columns(
     if values is None:
         return None
     k = len(plan)
+    covered = covering_rows(slots)
     values = values.take(slots, axis=1) if covered is None else values[:, :covered]
     # A copy with the pod added in the same pass: the callers compute in place.
     used = scratch.get("used", (k, values.shape[1]), np.float64)
@@ -267,9 +276,6 @@ def _from_columns(
 
 #: The table columns :class:`FloatColumns` reads: allocatable, requested, non-zero requested.
 _ALLOCATABLE, _REQUESTED, _NON_ZERO = 0, 1, 2
-
-#: Beyond this many changed rows :class:`FloatColumns` converts every row again.
-_MANY_ROWS = 256
 
 
 class FloatColumns:
@@ -295,7 +301,7 @@ class FloatColumns:
             kept = self._kept[sources] = _Converted(table, sources)
         elif kept.version != table.version:
             rows = table.changed_rows_since(kept.version)
-            if rows is None or len(rows[0]) + len(rows[1]) > _MANY_ROWS:
+            if rows is None or len(rows[0]) + len(rows[1]) > MANY_ROWS:
                 kept = self._kept[sources] = _Converted(table, sources)
             else:
                 kept.update(table, sources, (*rows[0], *rows[1]))
@@ -313,19 +319,23 @@ class _Converted:
         self.values: FloatArray = np.empty((len(sources), table.capacity))
         for i, (a, col) in enumerate(sources):
             self.values[i] = arrays[a][:, col]
-        self.exact = bool(self.values.max(initial=0.0) < FLOAT_EXACT_LIMIT)
+        self.exact = bool(np.abs(self.values).max(initial=0.0) < FLOAT_EXACT_LIMIT)
+        # Handed out as they are: a reader writing into them would corrupt every later one.
+        self.values.flags.writeable = False
 
     def update(
         self, table: NodeTable, sources: tuple[tuple[int, int], ...], rows: Iterable[int]
     ) -> None:
         arrays = _arrays(table)
         values = self.values
+        values.flags.writeable = True
         for r in rows:
             for i, (a, col) in enumerate(sources):
                 v = arrays[a].item(r, col)
                 values[i, r] = v
-                if v >= FLOAT_EXACT_LIMIT:
+                if abs(v) >= FLOAT_EXACT_LIMIT:
                     self.exact = False
+        values.flags.writeable = False
         self.version = table.version
 
 
@@ -473,9 +483,13 @@ def strategy_scores(
 
     ``lut`` is :func:`shape_lut` of the shape, for ``RequestedToCapacityRatio``.
     """
-    m = resource_matrix(
-        table, slots, resources, pod_requests_list, False, np.float64, scratch, columns
+    m = (
+        None
+        if columns is None or scratch is None
+        else columns_matrix(table, slots, resources, pod_requests_list, False, columns, scratch)
     )
+    if m is None:
+        m = resource_matrix(table, slots, resources, pod_requests_list, False, np.float64, scratch)
     if not m.rows or len(slots) == 0:
         return np.zeros(len(slots), dtype=np.int64)
     a = m.allocatable
@@ -619,10 +633,12 @@ def balanced_scores(
     the counted ones alone; the two-fraction case picks each node's first and second counted one.
     """
     n = len(slots)
-    m = resource_matrix(
-        table, slots, resources, pod_requests_list, True, np.float64, scratch, columns
+    m = (
+        None
+        if columns is None or scratch is None
+        else columns_matrix(table, slots, resources, pod_requests_list, True, columns, scratch)
     )
-    if m.with_pod:
+    if m is not None:
         # Integers under 2**46, so their float sum is the float of the int64 sum Go converts.
         a, f = m.allocatable, m.used
     else:
@@ -707,6 +723,7 @@ __all__ = [
     "balanced_resource_score",
     "balanced_scores",
     "broken_linear",
+    "columns_matrix",
     "covering_rows",
     "gather_rows",
     "go_div",
