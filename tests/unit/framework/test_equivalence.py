@@ -58,6 +58,17 @@ def _node(i: int, rnd: random.Random) -> Node:
     )
 
 
+def _tolerating_in_zone(name: str, zone: str) -> Pod:
+    return make_pod(
+        name,
+        cpu="200m",
+        spec={
+            "tolerations": [{"key": "dedicated", "operator": "Exists"}],
+            "nodeSelector": {"topology.kubernetes.io/zone": zone},
+        },
+    )
+
+
 def _pod(name: str, shape: int) -> Pod:
     """Pods of a few shapes; several of a shape share the cache's entries."""
     if shape == 0:
@@ -65,14 +76,7 @@ def _pod(name: str, shape: int) -> Pod:
     if shape == 1:
         return make_pod(name, cpu="1500m", memory="2Gi", image=IMAGE)
     if shape == 2:
-        return make_pod(
-            name,
-            cpu="200m",
-            spec={
-                "tolerations": [{"key": "dedicated", "operator": "Exists"}],
-                "nodeSelector": {"topology.kubernetes.io/zone": "z2"},
-            },
-        )
+        return _tolerating_in_zone(name, "z2")
     if shape == 3:
         return make_pod(
             name,
@@ -156,14 +160,7 @@ def _pod(name: str, shape: int) -> Pod:
         )
     if shape == 9:
         # As shape 2 but for the zone: what NodeAffinity reads differs, nothing else does.
-        return make_pod(
-            name,
-            cpu="200m",
-            spec={
-                "tolerations": [{"key": "dedicated", "operator": "Exists"}],
-                "nodeSelector": {"topology.kubernetes.io/zone": "z1"},
-            },
-        )
+        return _tolerating_in_zone(name, "z1")
     if shape == 10:
         return make_pod(
             name, cpu="300m", spec={"tolerations": [{"key": "dedicated", "operator": "Exists"}]}
