@@ -4,7 +4,7 @@ Objects are ``msgspec`` structs decoded straight from the API server's JSON; see
 :mod:`kubesched.api._objects` for the fields kept.
 """
 
-from kubesched.api._decoding import gc_paused
+from kubesched.api._decoding import freeze_loaded, gc_paused
 from kubesched.api._objects import (
     DO_NOT_SCHEDULE,
     NODE_INCLUSION_POLICY_HONOR,
@@ -330,6 +330,7 @@ __all__ = [
     "ephemeral_claim_name",
     "ephemeral_volume_is_for_pod",
     "find_untolerated_taint",
+    "freeze_loaded",
     "gc_paused",
     "is_extended_resource_name",
     "is_label_key",

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 import signal
 from functools import partial
 from typing import Any
 
-from kubesched.api import Node, Pod
+from kubesched.api import Node, Pod, freeze_loaded
 from kubesched.config import KubeSchedulerConfiguration
 from kubesched.extender._cache import (
     WORKLOAD_PATHS,
@@ -176,11 +175,9 @@ class ExtenderService:
                         len(self.nodes.store),
                         len(self.pods.store),
                     )
-                    # What the first lists loaded lives as long as the process: keep the
-                    # collector from walking it again and again (long pauses, long p99).
+                    # What the first lists loaded lives as long as the process.
                     await self.extender.settle()
-                    gc.collect()
-                    gc.freeze()
+                    freeze_loaded()
                 for task in (synced, stop):
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError):

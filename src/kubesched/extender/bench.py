@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import http.client
 import json
 import multiprocessing
@@ -36,7 +35,7 @@ from typing import Any
 
 import msgspec
 
-from kubesched.api import Node, Pod
+from kubesched.api import Node, Pod, freeze_loaded
 from kubesched.config import load_config_from_dict
 from kubesched.extender._engine import Extender
 from kubesched.extender._metrics import ExtenderMetrics
@@ -393,8 +392,7 @@ async def _serve(
         client = context.Process(target=_client, args=(server.port, jobs, queue))
         # As the service does once its informers have synced: what is loaded now is long-lived.
         await ext.settle()
-        gc.collect()
-        gc.freeze()
+        freeze_loaded()
         client.start()
         results, cpu = [], []
         for _ in jobs:

@@ -34,6 +34,7 @@ from kubesched.api import (
     ResourceClaim,
     StorageClass,
     VolumeAttachment,
+    freeze_loaded,
 )
 from kubesched.config import KubeSchedulerConfiguration
 from kubesched.framework import (
@@ -533,12 +534,8 @@ class SchedulerService:
             log.info(
                 "caches synced: %d nodes, %d pods", len(self.nodes.store), len(self.pods.store)
             )
-            # What the first lists loaded mostly lives as long as the process: keep the
-            # collector from walking it again at each full collection (a third of the
-            # collector's time in PreemptionAsync, docs/benchmarks.md). Thawed on the way
-            # out, for a caller that goes on (tests run the service in their own process).
-            gc.collect()
-            gc.freeze()
+            # What the first lists loaded lives as long as the process; thawed on the way out.
+            freeze_loaded()
             work = asyncio.create_task(
                 self.elector.run() if self.elector is not None else self._lead()
             )

@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TextIO
 
-from kubesched.api import gc_paused
+from kubesched.api import freeze_loaded, gc_paused
 from kubesched.config import ConfigError, KubeSchedulerConfiguration
 from kubesched.framework import ProfileError, Registry, watched_kinds
 from kubesched.simulate._errors import SimulateError
@@ -116,10 +116,8 @@ def run(
     if not files and not from_cluster:
         err.write("no -f given: simulating the built-in example (see docs/simulate.md)\n")
     inputs = load(files, from_cluster=from_cluster, kubeconfig=kubeconfig, registry=registry)
-    # What was read lives as long as the command: out of the collector's sight until it ends
-    # (thawed then, for a caller that goes on: tests run commands in their own process).
-    gc.collect()
-    gc.freeze()
+    # What was read lives as long as the command; thawed when it ends.
+    freeze_loaded()
     try:
         for issue in inputs.issues:
             err.write(f"{issue}\n")
