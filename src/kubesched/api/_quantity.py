@@ -54,9 +54,9 @@ def parse_quantity(text: str | int | float) -> Fraction:
         return Fraction(text)
     if isinstance(text, float):
         return Fraction(str(text))
-    whole = _WHOLE.match(text)
+    whole = _whole(text)
     if whole is not None:
-        return Fraction(int(whole[1]) * _WHOLE_FACTOR[whole[2]])
+        return Fraction(whole)
     m = _QUANTITY.match(text.strip())
     if m is None:
         raise QuantityError(
@@ -73,10 +73,17 @@ def parse_quantity(text: str | int | float) -> Fraction:
 
 def nano_value(text: str | int | float) -> int:
     """The quantity in billionths, rounded up (the API server's own precision)."""
-    whole = _WHOLE.match(text) if isinstance(text, str) else None
+    whole = _whole(text) if isinstance(text, str) else None
     if whole is not None:
-        return int(whole[1]) * _WHOLE_FACTOR[whole[2]] * 10**9
+        return whole * 10**9
     return ceil(parse_quantity(text) * 10**9)
+
+
+def _whole(text: str) -> int | None:
+    """The value of ``text`` in the whole-number form (digits, a suffix of no fraction), or
+    ``None`` when it is in another."""
+    m = _WHOLE.match(text)
+    return None if m is None else int(m[1]) * _WHOLE_FACTOR[m[2]]
 
 
 def quantity_value(text: str | int | float) -> int:
