@@ -249,12 +249,14 @@ def columns_matrix(
     resources: Sequence[WeightedResource],
     pod_requests_list: Sequence[int],
     use_requested: bool,
-    columns: FloatColumns,
-    scratch: Scratch,
+    columns: FloatColumns | None,
+    scratch: Scratch | None,
 ) -> ResourceMatrix | None:
     """:func:`resource_matrix` as float64, read from ``columns``, with the pod's requests
-    added to ``used`` (``with_pod``); ``None`` when no resource counts or some value is not
-    held exactly as a float (the caller's own path then)."""
+    added to ``used`` (``with_pod``); ``None`` without columns or scratch, when no resource
+    counts, or when some value is not held exactly as a float (the caller's own path then)."""
+    if columns is None or scratch is None:
+        return None
     plan = _matrix_plan(table, resources, pod_requests_list, use_requested)
     pod = [pod_requests_list[p[0]] for p in plan]
     if not plan or max(abs(v) for v in pod) >= FLOAT_EXACT_LIMIT:
@@ -483,11 +485,7 @@ def strategy_scores(
 
     ``lut`` is :func:`shape_lut` of the shape, for ``RequestedToCapacityRatio``.
     """
-    m = (
-        None
-        if columns is None or scratch is None
-        else columns_matrix(table, slots, resources, pod_requests_list, False, columns, scratch)
-    )
+    m = columns_matrix(table, slots, resources, pod_requests_list, False, columns, scratch)
     if m is None:
         m = resource_matrix(table, slots, resources, pod_requests_list, False, np.float64, scratch)
     if not m.rows or len(slots) == 0:
@@ -633,11 +631,7 @@ def balanced_scores(
     the counted ones alone; the two-fraction case picks each node's first and second counted one.
     """
     n = len(slots)
-    m = (
-        None
-        if columns is None or scratch is None
-        else columns_matrix(table, slots, resources, pod_requests_list, True, columns, scratch)
-    )
+    m = columns_matrix(table, slots, resources, pod_requests_list, True, columns, scratch)
     if m is not None:
         # Integers under 2**46, so their float sum is the float of the int64 sum Go converts.
         a, f = m.allocatable, m.used
