@@ -653,19 +653,27 @@ class SchedulingQueue:
 
     def _run_pre_enqueue(self, qpi: QueuedPodInfo) -> None:
         """Run PreEnqueue; a rejecting plugin gates the pod and counts as rejecting it."""
+        self._apply_pre_enqueue(qpi, self._pre_enqueue_rejection(qpi))
+
+    def _pre_enqueue_rejection(self, qpi: QueuedPodInfo) -> Status | None:
+        """The PreEnqueue plugins' rejection of the pod (one that raises rejects), if any."""
         if self._pre_enqueue is None:
-            qpi.gated_by = ""
-            return
+            return None
         try:
             status = self._pre_enqueue(qpi.pod, qpi.gated_by)
         except Exception as e:
             log.exception("PreEnqueue failed for pod %s", qpi.pod.key)
-            status = Status.as_error(e)
+            return Status.as_error(e)
         if status is None or status.code == Code.SUCCESS:
+            return None
+        return status
+
+    def _apply_pre_enqueue(self, qpi: QueuedPodInfo, rejection: Status | None) -> None:
+        if rejection is None:
             qpi.gated_by = ""
             qpi.gate_keys = None
             return
-        plugin = status.plugin or _PRE_ENQUEUE
+        plugin = rejection.plugin or _PRE_ENQUEUE
         qpi.unschedulable_plugins.add(plugin)
         qpi.gated_by = plugin
         self._find_gate_keys(qpi)
@@ -744,34 +752,44 @@ class SchedulingQueue:
         backoffQ run PreEnqueue on entry: PreEnqueue runs first, and a pod it gates again is put
         back at once (counted as arriving for ``event``, as a move would) instead of leaving and
         re-entering. Thousands of pods waiting for their preemptions see every victim's
-        deletion, and nearly all of them are gated again."""
+        deletion, and nearly all of them are gated again by the same plugin: such a pod, unless
+        its gate keeps pods by keys (which may have changed), is left as it is."""
         gated_by = qpi.gated_by
-        self._run_pre_enqueue(qpi)
-        if qpi.gated_by:
-            self._unschedulable_pods.add_again(qpi, event, gated_by)
+        rejection = self._pre_enqueue_rejection(qpi)
+        if rejection is not None:
+            if (rejection.plugin or _PRE_ENQUEUE) == gated_by and gated_by not in self._keyed_gates:
+                self._unschedulable_pods.count_incoming(event)
+                return
+            self._apply_pre_enqueue(qpi, rejection)
+            self._unschedulable_pods.add_again(qpi, event)
             return
+        self._apply_pre_enqueue(qpi, None)
         self._leave(qpi.pod.metadata.uid)
         self._requeue(qpi, strategy, event, plugin, pre_enqueued=True)
 
     def _move_pods(
-        self, pods: Iterable[QueuedPodInfo], event: ClusterEvent, old: Any, new: Any
+        self, pods: list[QueuedPodInfo], event: ClusterEvent, old: Any, new: Any
     ) -> None:
-        """``movePodsToActiveOrBackoffQueue`` for pods currently in unschedulablePods."""
+        """``movePodsToActiveOrBackoffQueue`` for pods currently in unschedulablePods (a list
+        of them the caller built: moves change unschedulablePods)."""
         label = ""  # the event's label, once a pod moves (most events move none)
         waiting, location = self._unschedulable_pods, self._location
         matching = self._matching(event)
-        for qpi in list(pods):
+        # Bound once: every event reaches every pod waiting for it, thousands at times.
+        worth, gated_in_place = self._worth_requeuing, self._pop_from_backoff
+        for qpi in pods:
             uid = qpi.pod_info.pod.metadata.uid
             if location.get(uid) is not waiting:
                 continue
-            if qpi.gated_by and not matching[qpi.gated_by]:
+            gated_by = qpi.gated_by
+            if gated_by and not matching[gated_by]:
                 # Only the gating plugin's events can lift its gate.
                 continue
-            strategy, plugin = self._worth_requeuing(qpi, event, old, new, matching)
-            if strategy == _Strategy.SKIP:
+            strategy, plugin = worth(qpi, event, old, new, matching)
+            if strategy is _Strategy.SKIP:
                 continue
             label = label or event_label(event)
-            if qpi.gated_by and self._pop_from_backoff:
+            if gated_by and gated_in_place:
                 self._requeue_gated(qpi, strategy, label, plugin)
                 continue
             self._leave(uid)

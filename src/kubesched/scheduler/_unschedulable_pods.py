@@ -67,30 +67,19 @@ class UnschedulablePods:
         else:
             self._catch_all.discard(uid)
 
-    def add_again(self, qpi: QueuedPodInfo, event: str, gated_by: str) -> None:
-        """The pod, gated by ``gated_by``, taken out and put back at once: as :meth:`delete`
-        then :meth:`add` leave it (last in order, counted as arriving for ``event``); when its
-        gate is the same, without deriving again what :meth:`add` derives."""
-        uid = qpi.pod.metadata.uid
-        group = self._gates.get(gated_by)
-        if (
-            qpi.gated_by != gated_by
-            or group is None
-            or uid not in group
-            or self._keys_of.get(uid) != _indexed_keys(qpi)
-        ):
-            self.delete(uid)
-            self.add(qpi, event)
-            return
+    def add_again(self, qpi: QueuedPodInfo, event: str) -> None:
+        """The pod, gated again by a plugin, taken out and put back: as :meth:`delete` then
+        :meth:`add` leave it (kept by its gate and keys now, counted as arriving for
+        ``event``)."""
+        self.delete(qpi.pod.metadata.uid)
+        self.add(qpi, event)
+
+    def count_incoming(self, event: str) -> None:
+        """A pod here taken out and put back as it was (gated again alike): only counted as
+        arriving for ``event``; it keeps its place (kube-scheduler's unschedulablePods is a map,
+        with no order to keep)."""
         counts = self._incoming
         counts[event] = counts.get(event, 0) + 1
-        pods = self._pods
-        del pods[uid]
-        pods[uid] = qpi
-        del group[uid]
-        group[uid] = None
-        self._arrivals += 1
-        self._order[uid] = self._arrivals
 
     def delete(self, uid: str) -> bool:
         if self._pods.pop(uid, None) is None:

@@ -24,6 +24,7 @@ from kubesched.framework import (
 )
 from kubesched.scheduler._events import (
     EVENT_ASSIGNED_POD_ADD,
+    EVENT_ASSIGNED_POD_DELETE,
     EVENT_WILDCARD,
     event_matches,
     pod_scheduling_properties_change,
@@ -694,6 +695,46 @@ def test_a_pod_gated_again_by_each_event_stays_gated_and_counts_as_arriving(
     q.move_all_to_active_or_backoff(NODE_ADD)
     assert q.where(uid(pod)) == released_to
     assert asked == 4
+
+
+def test_a_pod_gated_again_by_another_plugin_waits_for_that_ones_events() -> None:
+    """Held again, but by another PreEnqueue plugin than before: the pod is kept under that
+    one, so only that plugin's events reach it from then on."""
+    gate = ""
+
+    def holding(pod: Pod, gating: str) -> Status | None:
+        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "held", plugin=gate) if gate else None
+
+    events = {
+        "Fit": [ClusterEventWithHint(NODE_ADD)],
+        "Preempting": [ClusterEventWithHint(NODE_ADD, lambda *_: QueueingHint.SKIP)],
+        "Other": [ClusterEventWithHint(EVENT_ASSIGNED_POD_DELETE)],
+    }
+    incoming: dict[str, dict[str, int]] = {}
+    q = make_queue(FakeClock(), events, pre_enqueue=holding, incoming_pods_metric=incoming)
+    pod = make_pod("p")
+    q.add(pod)
+    fail(q, pop(q), "Fit")
+    gate = "Preempting"
+    q.move_all_to_active_or_backoff(NODE_ADD)  # Fit's Queue, Preempting gates it
+    qpi = q.get(uid(pod))
+    assert qpi is not None
+    assert qpi.gated_by == "Preempting"
+    gate = "Other"
+    q.move_all_to_active_or_backoff(NODE_ADD)  # Preempting's gate: its event reaches the pod
+    assert q.where(uid(pod)) == GATED
+    assert qpi.gated_by == "Other"
+    assert incoming[UNSCHEDULABLE] == {"ScheduleAttemptFailure": 1, "NodeAdd": 2}
+    gate = "Preempting"
+    q.move_all_to_active_or_backoff(NODE_ADD)  # not Other's event: PreEnqueue is not asked
+    assert qpi.gated_by == "Other"
+    q.assigned_pod_deleted(make_pod("victim", node_name="n1"))
+    assert qpi.gated_by == "Preempting"
+    assert incoming[UNSCHEDULABLE] == {
+        "ScheduleAttemptFailure": 1,
+        "NodeAdd": 2,
+        "AssignedPodDelete": 1,
+    }
 
 
 # --- delete and update ------------------------------------------------------------------------

@@ -98,23 +98,22 @@ def test_an_event_reaches_the_pods_not_gated_and_those_its_gating_plugin_may_lif
     assert pods.gated_size() == 2
 
 
-def test_a_pod_added_again_is_where_delete_and_add_would_leave_it() -> None:
-    """Gated again by the same plugin: last in order, counted as arriving; gated by another:
-    kept under that one."""
+def test_a_pod_gated_again_alike_keeps_its_place_and_counts_as_arriving() -> None:
+    """Gated again by the same plugin: counted as arriving, where it was; gated by another
+    (added again): kept under that one, counted too."""
     incoming: dict[str, int] = {}
     pods = UnschedulablePods({"Fit", "Preempting", "Other"}, incoming)
     first, second = (qinfo(n, "Fit", "Preempting", gated_by="Preempting") for n in ("a", "b"))
     for q in (first, second):
         pods.add(q, "NodeAdd")
-    pods.add_again(first, "AssignedPodDelete", "Preempting")
+    pods.count_incoming("AssignedPodDelete")
     assert incoming == {"NodeAdd": 2, "AssignedPodDelete": 1}
-    assert [q.pod.metadata.name for q in pods.pod_infos()] == ["b", "a"]
     assert [q.pod.metadata.name for q in pods.reachable(lambda gate: gate == "Preempting")] == [
-        "b",
         "a",
+        "b",
     ]
     second.gated_by = "Other"
-    pods.add_again(second, "AssignedPodDelete", "Preempting")
+    pods.add_again(second, "AssignedPodDelete")
     assert incoming == {"NodeAdd": 2, "AssignedPodDelete": 2}
     assert pods.reachable(lambda gate: gate == "Preempting") == [first]
     assert pods.reachable(lambda gate: gate == "Other") == [second]
