@@ -15,7 +15,15 @@ from __future__ import annotations
 
 import enum
 import random
-from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
+from collections.abc import (
+    Callable,
+    Collection,
+    Container,
+    Hashable,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_checkable
@@ -491,6 +499,12 @@ class PreEnqueuePlugin(Plugin):
         """For a pod this plugin gates: the keys of the objects whose events may lift the gate,
         as the ``object_keys`` of its registrations name them; ``None`` (the default) when any
         event it registered may."""
+        return None
+
+    def held_pods(self) -> Container[str] | None:
+        """UIDs of pods that :meth:`pre_enqueue` rejects now, known without the pods (a view
+        the plugin keeps; pods not in it are asked one by one): the queue asks once per event
+        instead of once per waiting pod. ``None`` (the default): ask each pod."""
         return None
 
 

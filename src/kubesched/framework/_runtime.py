@@ -11,7 +11,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Hashable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -453,6 +453,11 @@ class Framework:
         gating = self._pre_enqueue_by_name.get(plugin)
         keys = None if gating is None else gating.gate_keys(pod)
         return None if keys is None else frozenset(keys)
+
+    def held_pods(self, plugin: str) -> Container[str] | None:
+        """``plugin``'s :meth:`PreEnqueuePlugin.held_pods`."""
+        gating = self._pre_enqueue_by_name.get(plugin)
+        return None if gating is None else gating.held_pods()
 
     def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
         return self.queue_sort.less(a, b)

@@ -15,7 +15,7 @@ import logging
 import math
 import random
 import time
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Container, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -272,6 +272,9 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         self._preempting: set[str] = set()
         #: Preemptor UID -> UID of the last victim, once only that one is left to evict.
         self._last_victim: dict[str, str] = {}
+        #: Preemptors with more than their last victim left to evict: held, whatever the
+        #: snapshot says (:meth:`held_pods`).
+        self._evicting: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         #: Node name -> (NodeInfo, its generation, the lowest priority of its pods or None).
         self._lowest: dict[str, tuple[NodeInfo, int, int | None]] = {}
@@ -299,6 +302,9 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         if self.is_pod_running_preemption(pod.metadata.uid):
             return self._running
         return None
+
+    def held_pods(self) -> Container[str]:
+        return self._evicting
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         # Only to let a pod held by PreEnqueue be looked at again once victims are deleted; the
@@ -738,6 +744,7 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
             return
         uid = pod.metadata.uid
         self._preempting.add(uid)
+        self._evicting.add(uid)
         task = asyncio.get_running_loop().create_task(
             self._preempt_in_background(candidate.name, pod, victims)
         )
@@ -772,6 +779,7 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
             if preempt_last:
                 last = victims[-1]
                 self._last_victim[uid] = last.metadata.uid
+                self._evicting.discard(uid)
                 try:
                     await handle.preempt_pod(pod, last, node, self.name)
                 except Exception as e:
@@ -779,6 +787,7 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
                     ok = False
         finally:
             self._preempting.discard(uid)
+            self._evicting.discard(uid)
             self._last_victim.pop(uid, None)
             log.info(
                 "preemption for pod %s on node %s finished (%s)",

@@ -69,6 +69,8 @@ def new_scheduler(
         sort_key=first.sort_key,
         pre_enqueue=pre_enqueue,
         gate_keys=gate_keys,
+        # With several profiles each plugin keeps its own pods: each pod is asked.
+        held_pods=first.held_pods if len(frameworks) == 1 else None,
         events_to_register=events_to_register(frameworks),
         pod_initial_backoff=float(config.pod_initial_backoff_seconds),
         pod_max_backoff=float(config.pod_max_backoff_seconds),

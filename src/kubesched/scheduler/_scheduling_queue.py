@@ -18,7 +18,7 @@ import enum
 import logging
 import math
 import time
-from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
+from collections.abc import Callable, Collection, Container, Hashable, Iterable, Mapping
 from typing import Any, Protocol
 
 from kubesched.api import Pod
@@ -128,6 +128,9 @@ _NOMINATING = frozenset((_UNSCHEDULED_POD_ADD, _UNSCHEDULED_POD_UPDATE))
 PreEnqueueFn = Callable[[Pod, str], Status | None]
 #: ``(pod, gating plugin) -> keys | None``: what the pod waits for (``Framework.gate_keys``).
 GateKeysFn = Callable[[Pod, str], frozenset[Hashable] | None]
+#: ``gating plugin -> UIDs | None``: the pods it holds now, known without them
+#: (``Framework.held_pods``).
+HeldPodsFn = Callable[[str], Container[str] | None]
 #: Receives the number of pending pods of the sub-queues whose number changed.
 PendingPodsMetric = Callable[[dict[str, int]], None]
 
@@ -167,6 +170,7 @@ class SchedulingQueue:
         sort_key: SortKeyFn | None = None,
         pre_enqueue: PreEnqueueFn | None = None,
         gate_keys: GateKeysFn | None = None,
+        held_pods: HeldPodsFn | None = None,
         events_to_register: Mapping[str, Iterable[ClusterEventWithHint]] | None = None,
         pod_initial_backoff: float = DEFAULT_POD_INITIAL_BACKOFF,
         pod_max_backoff: float = DEFAULT_POD_MAX_BACKOFF,
@@ -183,7 +187,8 @@ class SchedulingQueue:
         ``less`` is the QueueSort of the profiles (they all share one); ``sort_key``, if the
         QueueSort has one (``Framework.sort_key``), orders the activeQ without calling ``less``.
         ``pre_enqueue`` runs the PreEnqueue plugins of the pod's profile, ``gate_keys`` says what
-        a gated pod waits for. ``events_to_register``
+        a gated pod waits for, ``held_pods`` which pods a gating plugin holds for sure (those
+        are not asked again when an event reaches them). ``events_to_register``
         maps a plugin name to the events that may make pods it rejected schedulable (the union
         over profiles); a plugin that rejects a pod but registered nothing is woken by every
         event, as in kube-scheduler. ``clock`` returns monotonic seconds. The metrics receive the
@@ -192,6 +197,7 @@ class SchedulingQueue:
         """
         self._pre_enqueue = pre_enqueue
         self._gate_keys = gate_keys
+        self._held_pods = held_pods
         self._hints: dict[str, tuple[ClusterEventWithHint, ...]] = {
             plugin: _with_node_taint(tuple(events))
             for plugin, events in (events_to_register or {}).items()
@@ -746,18 +752,32 @@ class SchedulingQueue:
         return ACTIVE if moved else UNSCHEDULABLE
 
     def _requeue_gated(
-        self, qpi: QueuedPodInfo, strategy: _Strategy, event: str, plugin: str
+        self,
+        qpi: QueuedPodInfo,
+        strategy: _Strategy,
+        event: str,
+        plugin: str,
+        held: dict[str, Container[str]],
     ) -> None:
         """:meth:`_requeue` for a gated pod still in unschedulablePods, when both activeQ and
         backoffQ run PreEnqueue on entry: PreEnqueue runs first, and a pod it gates again is put
         back at once (counted as arriving for ``event``, as a move would) instead of leaving and
         re-entering. Thousands of pods waiting for their preemptions see every victim's
         deletion, and nearly all of them are gated again by the same plugin: such a pod, unless
-        its gate keeps pods by keys (which may have changed), is left as it is."""
+        its gate keeps pods by keys (which may have changed), is left as it is, and one its
+        gate says it holds (``held``: gate -> :meth:`_held_by`, for this event) is not asked."""
         gated_by = qpi.gated_by
+        in_place = gated_by not in self._keyed_gates
+        if in_place:
+            holding = held.get(gated_by)
+            if holding is None:
+                holding = held[gated_by] = self._held_by(gated_by)
+            if qpi.pod_info.pod.metadata.uid in holding:
+                self._unschedulable_pods.count_incoming(event)
+                return
         rejection = self._pre_enqueue_rejection(qpi)
         if rejection is not None:
-            if (rejection.plugin or _PRE_ENQUEUE) == gated_by and gated_by not in self._keyed_gates:
+            if in_place and (rejection.plugin or _PRE_ENQUEUE) == gated_by:
                 self._unschedulable_pods.count_incoming(event)
                 return
             self._apply_pre_enqueue(qpi, rejection)
@@ -766,6 +786,16 @@ class SchedulingQueue:
         self._apply_pre_enqueue(qpi, None)
         self._leave(qpi.pod.metadata.uid)
         self._requeue(qpi, strategy, event, plugin, pre_enqueued=True)
+
+    def _held_by(self, gate: str) -> Container[str]:
+        """The pods ``gate`` holds for sure now (none known: each pod is asked)."""
+        if self._held_pods is None:
+            return ()
+        try:
+            return self._held_pods(gate) or ()
+        except Exception:
+            log.exception("held pods of %s failed", gate)
+            return ()
 
     def _move_pods(
         self, pods: list[QueuedPodInfo], event: ClusterEvent, old: Any, new: Any
@@ -777,6 +807,7 @@ class SchedulingQueue:
         matching = self._matching(event)
         # Bound once: every event reaches every pod waiting for it, thousands at times.
         worth, gated_in_place = self._worth_requeuing, self._pop_from_backoff
+        held: dict[str, Container[str]] = {}
         for qpi in pods:
             uid = qpi.pod_info.pod.metadata.uid
             if location.get(uid) is not waiting:
@@ -790,7 +821,7 @@ class SchedulingQueue:
                 continue
             label = label or event_label(event)
             if gated_by and gated_in_place:
-                self._requeue_gated(qpi, strategy, label, plugin)
+                self._requeue_gated(qpi, strategy, label, plugin, held)
                 continue
             self._leave(uid)
             self._requeue(qpi, strategy, label, plugin)

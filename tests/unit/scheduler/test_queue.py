@@ -653,16 +653,19 @@ def test_pre_enqueue_that_raises_gates_until_any_event() -> None:
     assert q.where(uid(pod)) == ACTIVE
 
 
+@pytest.mark.parametrize("told", [False, True], ids=["asked", "held"])
 @pytest.mark.parametrize(("waited", "released_to"), [(0.0, BACKOFF), (10.0, ACTIVE)])
 def test_a_pod_gated_again_by_each_event_stays_gated_and_counts_as_arriving(
-    waited: float, released_to: str
+    waited: float, released_to: str, told: bool
 ) -> None:
     """A preemptor held by PreEnqueue while its victims go sees each victim's deletion: the
     plugin that rejected it says Queue, PreEnqueue runs once and holds it again, so it stays
     gated (counted as arriving, as a move out and back is); once PreEnqueue lets it through
-    it goes where its backoff says."""
+    it goes where its backoff says. A pod its gate names among those it holds (``told``) is
+    counted the same without PreEnqueue being asked."""
     holding = False
     asked = 0
+    held: set[str] = set()
 
     def preempting(pod: Pod, gating: str) -> Status | None:
         nonlocal asked
@@ -677,7 +680,13 @@ def test_a_pod_gated_again_by_each_event_stays_gated_and_counts_as_arriving(
     }
     clock = FakeClock()
     incoming: dict[str, dict[str, int]] = {}
-    q = make_queue(clock, events, pre_enqueue=preempting, incoming_pods_metric=incoming)
+    q = make_queue(
+        clock,
+        events,
+        pre_enqueue=preempting,
+        held_pods=lambda gate: held if gate == "Preempting" else None,
+        incoming_pods_metric=incoming,
+    )
     pod = make_pod("p")
     q.add(pod)
     fail(q, pop(q), "Fit")
@@ -685,16 +694,19 @@ def test_a_pod_gated_again_by_each_event_stays_gated_and_counts_as_arriving(
     q.move_all_to_active_or_backoff(NODE_ADD)  # Fit's Queue, PreEnqueue gates it
     assert q.where(uid(pod)) == GATED
     asked = 0
+    if told:
+        held.add(uid(pod))
     for _ in range(3):
         q.move_all_to_active_or_backoff(NODE_ADD)
         assert q.where(uid(pod)) == GATED
-    assert asked == 3
+    assert asked == (0 if told else 3)
     assert incoming[UNSCHEDULABLE] == {"ScheduleAttemptFailure": 1, "NodeAdd": 4}
     clock.step(waited)
     holding = False
+    held.clear()
     q.move_all_to_active_or_backoff(NODE_ADD)
     assert q.where(uid(pod)) == released_to
-    assert asked == 4
+    assert asked == (1 if told else 4)
 
 
 def test_a_pod_gated_again_by_another_plugin_waits_for_that_ones_events() -> None:
