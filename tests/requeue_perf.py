@@ -6,7 +6,7 @@ hint says Queue, PreEnqueue holds the pod again), as in PreemptionBasic.
 The queue, frameworks and plugins are ``kubesched run``'s, with kube-scheduler's default profile
 plus ``Holding``, a PreEnqueue plugin that holds every pod and, like DefaultPreemption, registers
 Pod/Delete with a hint that says Skip; with ``--told`` it names the pods it holds
-(``held_pods``), as DefaultPreemption does while more than a preemptor's last victim is left.
+(``held_pods``), as DefaultPreemption does.
 Reported: the best of three rounds, CPU seconds and microseconds per (event, pod). Run::
 
     .venv/bin/python tests/requeue_perf.py --held 1000 --events 200 [--told]

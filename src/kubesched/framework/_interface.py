@@ -502,9 +502,10 @@ class PreEnqueuePlugin(Plugin):
         return None
 
     def held_pods(self) -> Container[str] | None:
-        """UIDs of pods that :meth:`pre_enqueue` rejects now, known without the pods (a view
-        the plugin keeps; pods not in it are asked one by one): the queue asks once per event
-        instead of once per waiting pod. ``None`` (the default): ask each pod."""
+        """The pods :meth:`pre_enqueue` rejects now, as a container of UIDs the plugin keeps
+        (a pod not in it is asked by :meth:`pre_enqueue`): the queue looks a gated pod up
+        there, by UID, for each event that reaches it. ``None`` (the default): ask each
+        pod."""
         return None
 
 

@@ -250,6 +250,27 @@ class _DryRunError(Exception):
         self.status = status
 
 
+class _RunningPreemptions(Container[str]):
+    """The preemptors whose preemption is still running, by UID (``IsPodRunningPreemption``
+    as a container: the queue asks it for each gated pod an event reaches)."""
+
+    __slots__ = ("_handle", "_last_victim", "_preempting")
+
+    def __init__(self, preempting: set[str], last_victim: dict[str, str], handle: Handle):
+        self._preempting = preempting
+        self._last_victim = last_victim
+        self._handle = handle
+
+    def __contains__(self, uid: object) -> bool:
+        if uid not in self._preempting:
+            return False
+        last = self._last_victim.get(uid)
+        if last is None:
+            return True
+        victim = self._handle.snapshot.pod_info(last)
+        return victim is not None and victim.pod.metadata.deletion_timestamp is None
+
+
 class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
     """Preemption of lower-priority pods (PostFilter), asynchronous as kube-scheduler v1.34."""
 
@@ -272,9 +293,7 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         self._preempting: set[str] = set()
         #: Preemptor UID -> UID of the last victim, once only that one is left to evict.
         self._last_victim: dict[str, str] = {}
-        #: Preemptors with more than their last victim left to evict: held, whatever the
-        #: snapshot says (:meth:`held_pods`).
-        self._evicting: set[str] = set()
+        self._running_preemptions = _RunningPreemptions(self._preempting, self._last_victim, handle)
         self._tasks: set[asyncio.Task[None]] = set()
         #: Node name -> (NodeInfo, its generation, the lowest priority of its pods or None).
         self._lowest: dict[str, tuple[NodeInfo, int, int | None]] = {}
@@ -304,7 +323,7 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         return None
 
     def held_pods(self) -> Container[str]:
-        return self._evicting
+        return self._running_preemptions
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         # Only to let a pod held by PreEnqueue be looked at again once victims are deleted; the
@@ -728,13 +747,7 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         """``IsPodRunningPreemption``: the pod's victims are still being evicted. Once only the
         last victim is left, the preemption counts as done as soon as that victim is gone or
         being deleted."""
-        if uid not in self._preempting:
-            return False
-        last = self._last_victim.get(uid)
-        if last is None:
-            return True
-        victim = self.handle.snapshot.pod_info(last)
-        return victim is not None and victim.pod.metadata.deletion_timestamp is None
+        return uid in self._running_preemptions
 
     def prepare_candidate_async(self, candidate: Candidate, pod: Pod) -> None:
         """``prepareCandidateAsync``: evict the victims in the background; the pod is held by
@@ -744,7 +757,6 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
             return
         uid = pod.metadata.uid
         self._preempting.add(uid)
-        self._evicting.add(uid)
         task = asyncio.get_running_loop().create_task(
             self._preempt_in_background(candidate.name, pod, victims)
         )
@@ -779,7 +791,6 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
             if preempt_last:
                 last = victims[-1]
                 self._last_victim[uid] = last.metadata.uid
-                self._evicting.discard(uid)
                 try:
                     await handle.preempt_pod(pod, last, node, self.name)
                 except Exception as e:
@@ -787,7 +798,6 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
                     ok = False
         finally:
             self._preempting.discard(uid)
-            self._evicting.discard(uid)
             self._last_victim.pop(uid, None)
             log.info(
                 "preemption for pod %s on node %s finished (%s)",

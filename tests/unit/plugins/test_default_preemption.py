@@ -1116,32 +1116,35 @@ async def test_the_last_victim_being_deleted_ends_the_wait() -> None:
     assert not plugin.is_pod_running_preemption("p")
 
 
-async def test_held_pods_are_the_preemptors_with_more_than_their_last_victim_left() -> None:
-    """``held_pods`` names a preemptor while victims other than its last are being evicted;
-    whatever it names, PreEnqueue rejects. From the last victim on, PreEnqueue alone says."""
+async def test_held_pods_are_the_preemptors_pre_enqueue_holds() -> None:
+    """``held_pods`` names a preemptor exactly while PreEnqueue holds it: through each
+    eviction, and no longer once the last victim is gone."""
     pods = [pod(n, node_name="node1", priority=LOW, res=SMALL) for n in ("a", "b", "c")]
     env = Env([node("node1", MEDIUM)], pods)
     p = pod("p", priority=HIGH, res=MEDIUM)
-    seen: list[tuple[str, bool, bool]] = []
+    seen: list[tuple[bool, bool]] = []
     evict = env.evictor.evict
 
-    async def watching(victim: Pod, preemptor: Pod) -> None:
+    def look() -> None:
         held = p.metadata.uid in env.plugin.held_pods()
-        seen.append((victim.metadata.name, held, env.fw.run_pre_enqueue(p) is not None))
+        seen.append((held, env.fw.run_pre_enqueue(p) is not None))
+
+    async def watching(victim: Pod, preemptor: Pod) -> None:
+        look()
         await evict(victim, preemptor)
+        look()
 
     env.evictor.evict = watching  # type: ignore[method-assign]
     assert env.fw.run_post_filter(env.state_for(p), p, {"node1": UNSCHEDULABLE}) == (
         "node1",
         None,
     )
-    assert p.metadata.uid in env.plugin.held_pods()
     await env.plugin.wait_for_evictions()
-    assert len(seen) == 3
-    assert [held for _, held, _ in seen] == [True, True, False]
-    assert all(gated for _, _, gated in seen)
-    assert p.metadata.uid not in env.plugin.held_pods()
-    assert env.fw.run_pre_enqueue(p) is None
+    look()
+    assert [held for held, _ in seen] == [gated for _, gated in seen]
+    assert seen[0] == (True, True)
+    assert seen[-1] == (False, False)
+    assert seen[-2] == (False, False)  # the last victim gone: held no more
 
 
 async def test_a_victim_waiting_at_permit_is_rejected_not_deleted() -> None:
