@@ -503,9 +503,11 @@ class PreEnqueuePlugin(Plugin):
 
     def held_pods(self) -> Container[str] | None:
         """The pods :meth:`pre_enqueue` rejects now, as a container of UIDs the plugin keeps
-        (a pod not in it is asked by :meth:`pre_enqueue`): the queue looks a gated pod up
-        there, by UID, for each event that reaches it. ``None`` (the default): ask each
-        pod."""
+        up to date (a live view: the queue keeps it for the length of an event). A gated pod
+        found there is taken as rejected by this plugin without :meth:`pre_enqueue` being
+        called; one not found there is asked. Membership must not raise. Used only with one
+        profile, for a plugin whose gate keeps no keys (:meth:`gate_keys`). ``None`` (the
+        default): ask each pod."""
         return None
 
 

@@ -301,6 +301,15 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         self._dry_runs: dict[str, tuple[_DryRun, _Outcome]] = {}
         #: The PodDisruptionBudgets those dry runs split victims by (held: their ids are the key).
         self._dry_runs_pdbs: list[PodDisruptionBudget] = []
+        # A customized PreEnqueue is asked itself (held_pods would speak for it).
+        self._held = (
+            None
+            if any(
+                getattr(type(self), m) is not getattr(DefaultPreemption, m)
+                for m in ("pre_enqueue", "is_pod_running_preemption")
+            )
+            else self._running_preemptions
+        )
         # A customized evaluator may read anything: its dry runs are not reused.
         self._reuse_dry_runs = all(
             getattr(type(self), m) is getattr(DefaultPreemption, m)
@@ -322,8 +331,8 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
             return self._running
         return None
 
-    def held_pods(self) -> Container[str]:
-        return self._running_preemptions
+    def held_pods(self) -> Container[str] | None:
+        return self._held
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         # Only to let a pod held by PreEnqueue be looked at again once victims are deleted; the

@@ -772,7 +772,12 @@ class SchedulingQueue:
             holding = held.get(gated_by)
             if holding is None:
                 holding = held[gated_by] = self._held_by(gated_by)
-            if qpi.pod_info.pod.metadata.uid in holding:
+            try:
+                still = qpi.pod_info.pod.metadata.uid in holding
+            except Exception:
+                log.exception("held pods of %s failed", gated_by)
+                still = False  # PreEnqueue says
+            if still:
                 self._unschedulable_pods.count_incoming(event)
                 return
         rejection = self._pre_enqueue_rejection(qpi)

@@ -1147,6 +1147,18 @@ async def test_held_pods_are_the_preemptors_pre_enqueue_holds() -> None:
     assert seen[-2] == (False, False)  # the last victim gone: held no more
 
 
+def test_a_customized_pre_enqueue_is_asked_itself() -> None:
+    """A subclass that decides PreEnqueue differently names no held pods: the queue asks it."""
+
+    class Patient(DefaultPreemption):
+        def is_pod_running_preemption(self, uid: str) -> bool:
+            return False
+
+    env = Env([node("node1", SMALL)])
+    assert env.plugin.held_pods() is not None
+    assert Patient(env.fw).held_pods() is None
+
+
 async def test_a_victim_waiting_at_permit_is_rejected_not_deleted() -> None:
     env = Env([node("node1", SMALL)], permit=True)
     waiting = pod("waiting", priority=LOW, res=SMALL)

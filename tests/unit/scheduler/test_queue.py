@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from typing import Any
 
 import msgspec
@@ -749,6 +749,81 @@ def test_a_pod_gated_again_by_another_plugin_waits_for_that_ones_events() -> Non
     }
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_held_pods_move_the_pods_a_queue_asking_each_moves(seed: int) -> None:
+    """Random pods held by one of two gates, released, held again, failing, events: a queue
+    told which pods each gate holds (``held_pods``) moves each pod as one that asks
+    PreEnqueue does, and counts the same arrivals; a gate's container that raises is asked
+    past."""
+    rng = random.Random(seed)
+    holds: dict[str, set[str]] = {"Preempting": set(), "Other": set()}
+
+    def pre_enqueue(pod: Pod, gating: str) -> Status | None:
+        for plugin in ([gating] if gating else []) + ["Preempting", "Other"]:
+            if uid(pod) in holds[plugin]:
+                return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "held", plugin=plugin)
+        return None
+
+    class Broken:
+        def __contains__(self, uid: object) -> bool:
+            raise RuntimeError("plugin bug")
+
+    def held_pods(gate: str) -> Container[str] | None:
+        return Broken() if gate == "Other" and seed == 0 else holds.get(gate)
+
+    # Each gate lifted by events of its own: a pod kept under the wrong one shows.
+    events = {
+        "Fit": [ClusterEventWithHint(NODE_ADD), ClusterEventWithHint(NODE_LABEL)],
+        "Preempting": [ClusterEventWithHint(NODE_ADD, lambda *_: QueueingHint.SKIP)],
+        "Other": [ClusterEventWithHint(NODE_LABEL, lambda *_: QueueingHint.SKIP)],
+    }
+    clocks = (FakeClock(), FakeClock())
+    incoming: tuple[dict[str, dict[str, int]], ...] = ({}, {})
+    queues = [
+        make_queue(
+            clocks[i],
+            events,
+            pre_enqueue=pre_enqueue,
+            incoming_pods_metric=incoming[i],
+            **({"held_pods": held_pods} if i == 0 else {}),
+        )
+        for i in range(2)
+    ]
+    pods: list[Pod] = []
+    for step in range(1200):
+        op = rng.randrange(6)
+        if op == 0 or not pods:
+            pod = make_pod(f"p{step}")
+            pods.append(pod)
+            for q in queues:
+                q.add(pod)
+        elif op == 1:
+            popped = [q.try_pop() for q in queues]
+            assert [None if p is None else uid(p.pod) for p in popped] == [
+                None if popped[0] is None else uid(popped[0].pod)
+            ] * 2
+            for q, qpi in zip(queues, popped, strict=True):
+                if qpi is not None:
+                    fail(q, qpi, "Fit")
+        elif op == 2:
+            gate = rng.choice(["Preempting", "Other"])
+            for pod in rng.sample(pods, min(len(pods), 3)):
+                holds[gate].symmetric_difference_update({uid(pod)})
+        elif op <= 4:
+            event = rng.choice([NODE_ADD, NODE_LABEL])
+            for q in queues:
+                q.move_all_to_active_or_backoff(event)
+        else:
+            seconds = rng.choice([0.5, 2.0, 11.0])
+            for clock, q in zip(clocks, queues, strict=True):
+                clock.step(seconds)
+                q.flush_backoff_completed()
+        assert [queues[0].where(uid(p)) for p in pods] == [queues[1].where(uid(p)) for p in pods]
+    assert incoming[0] == incoming[1]
+    assert incoming[0][UNSCHEDULABLE].get("NodeAdd", 0) > 0
+    assert incoming[0][UNSCHEDULABLE].get("NodeUpdateNodeLabel", 0) > 0
+
+
 # --- delete and update ------------------------------------------------------------------------
 
 
@@ -1295,6 +1370,38 @@ def claims_gate_keys(pod: Pod, gating: str) -> frozenset[str] | None:
 
 def waiting(name: str, key: str) -> Pod:
     return make_pod(name, annotations={"waits": key})
+
+
+def test_a_keyed_gate_holding_a_pod_again_keys_it_again() -> None:
+    """Held again by a gate that keeps pods by keys, a pod is kept by the keys the gate gives
+    now (they may depend on more than the pod), even when the gate names it as held."""
+    asked: list[str] = []
+    waits = {"p": "a"}
+
+    def gate(pod: Pod, gating: str) -> Status | None:
+        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "waiting", plugin="Claims")
+
+    def keys(pod: Pod, gating: str) -> frozenset[str]:
+        return frozenset([waits[pod.metadata.name]])
+
+    def hint(pod: Pod, old: Any, new: Any) -> QueueingHint:
+        asked.append(new)
+        return QueueingHint.QUEUE
+
+    pod = make_pod("p")
+    events = {"Claims": [ClusterEventWithHint(CLAIM_ADD, hint, lambda old, new: {new})]}
+    q = make_queue(
+        FakeClock(), events, pre_enqueue=gate, gate_keys=keys, held_pods=lambda _: {uid(pod)}
+    )
+    q.add(pod)
+    waits["p"] = "b"
+    q.move_all_to_active_or_backoff(CLAIM_ADD, None, "a")
+    assert asked == ["a"]
+    q.move_all_to_active_or_backoff(CLAIM_ADD, None, "a")
+    assert asked == ["a"]
+    q.move_all_to_active_or_backoff(CLAIM_ADD, None, "b")
+    assert asked == ["a", "b"]
+    assert q.where(uid(pod)) == GATED
 
 
 def test_an_event_about_an_object_asks_only_the_pods_waiting_for_it() -> None:
