@@ -11,9 +11,9 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -319,10 +319,16 @@ class Scheduler:
         # the event loop per pod).
         if not waiting:
             self._binding_now += 1
-        self._binding[pod.metadata.uid] = asyncio.get_running_loop().create_task(
-            self._binding_cycle(fwk, state, qpi, host, start, waiting)
+        self._start_binding(
+            pod.metadata.uid, self._binding_cycle(fwk, state, qpi, host, start, waiting), waiting
         )
         return Outcome(pod.key, host, "Assumed", "")
+
+    def _start_binding(
+        self, uid: str, cycle: Coroutine[Any, Any, None], waiting_on_permit: bool
+    ) -> None:
+        """Run a binding cycle as a task of its own, while the next pods are scheduled."""
+        self._binding[uid] = asyncio.get_running_loop().create_task(cycle)
 
     async def _binding_cycle(
         self,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -318,6 +318,29 @@ def _rejected(status: Status, filters: list[str], *, before_filter: bool) -> Nod
     return NodeExplanation(filter={**dict.fromkeys(run, FILTER_OK), status.plugin: status.message})
 
 
+class _OneAtATime(Scheduler):
+    """The simulation's scheduler: it waits for each pod's binding right after its scheduling
+    cycle, so a binding that need not wait at Permit runs then, in the simulation's own
+    coroutine, instead of as a task (a turn of the event loop per pod, 4% of a run)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._next: list[Coroutine[Any, Any, None]] = []
+
+    def _start_binding(
+        self, uid: str, cycle: Coroutine[Any, Any, None], waiting_on_permit: bool
+    ) -> None:
+        if waiting_on_permit:
+            super()._start_binding(uid, cycle, waiting_on_permit)
+        else:
+            self._next.append(cycle)
+
+    async def drain(self) -> None:
+        while self._next:
+            await self._next.pop(0)
+        await super().drain()
+
+
 class Simulation:
     """``kubesched run``'s scheduler over ``inputs``: nodes and running pods added, pending pods
     queued. :meth:`run` gives each pending pod its attempt; before that, :attr:`frameworks` can be
@@ -353,6 +376,7 @@ class Simulation:
             recorder,
             observer=observer,
             clock=lambda: float(next(ticks)),
+            scheduler_type=_OneAtATime,
         )
         self.queue = scheduler.queue
         client.scheduler = recorder.scheduler = scheduler

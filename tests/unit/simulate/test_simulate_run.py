@@ -383,6 +383,27 @@ def test_the_scheduling_and_binding_cycles_run_as_in_kubesched_run() -> None:
     assert result.pods[2].message == "Successfully assigned default/after to a"
 
 
+def test_bindings_run_in_the_simulation_not_as_tasks() -> None:
+    """Each pod's binding runs right after its scheduling cycle, in the simulation itself: no
+    task (a turn of the event loop) per pod."""
+    nodes = [_node(f"n{i}") for i in range(3)]
+    inputs = _inputs(*nodes, *(_pod(f"p{i}", cpu="100m", memory="64Mi") for i in range(30)))
+    created = 0
+
+    def counting(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        nonlocal created
+        created += 1
+        return asyncio.Task(coro, loop=loop, **kwargs)
+
+    async def run() -> SimulationResult:
+        asyncio.get_running_loop().set_task_factory(counting)
+        return await simulate(inputs, default_config(), default_registry())
+
+    result = asyncio.run(run())
+    assert all(p.node for p in result.pods)
+    assert created < 10
+
+
 @pytest.mark.parametrize("detail", ["outcome", "explain"])
 def test_scheduled_message_is_the_event_note(detail: str) -> None:
     result = _run(_inputs(_node("a"), _pod("p")), detail=detail)
