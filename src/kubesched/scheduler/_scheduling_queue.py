@@ -128,7 +128,7 @@ _NOMINATING = frozenset((_UNSCHEDULED_POD_ADD, _UNSCHEDULED_POD_UPDATE))
 PreEnqueueFn = Callable[[Pod, str], Status | None]
 #: ``(pod, gating plugin) -> keys | None``: what the pod waits for (``Framework.gate_keys``).
 GateKeysFn = Callable[[Pod, str], frozenset[Hashable] | None]
-#: ``gating plugin -> UIDs | None``: the pods it holds now, known without them
+#: ``gating plugin -> UIDs | None``: the pods it holds now, looked up by UID
 #: (``Framework.held_pods``).
 HeldPodsFn = Callable[[str], Container[str] | None]
 #: Receives the number of pending pods of the sub-queues whose number changed.
@@ -187,8 +187,8 @@ class SchedulingQueue:
         ``less`` is the QueueSort of the profiles (they all share one); ``sort_key``, if the
         QueueSort has one (``Framework.sort_key``), orders the activeQ without calling ``less``.
         ``pre_enqueue`` runs the PreEnqueue plugins of the pod's profile, ``gate_keys`` says what
-        a gated pod waits for, ``held_pods`` which pods a gating plugin holds for sure (those
-        are not asked again when an event reaches them). ``events_to_register``
+        a gated pod waits for, ``held_pods`` which pods a gating plugin holds now (those are
+        not asked again when an event reaches them). ``events_to_register``
         maps a plugin name to the events that may make pods it rejected schedulable (the union
         over profiles); a plugin that rejects a pod but registered nothing is woken by every
         event, as in kube-scheduler. ``clock`` returns monotonic seconds. The metrics receive the
@@ -793,7 +793,7 @@ class SchedulingQueue:
         self._requeue(qpi, strategy, event, plugin, pre_enqueued=True)
 
     def _held_by(self, gate: str) -> Container[str]:
-        """The pods ``gate`` holds for sure now (none known: each pod is asked)."""
+        """The pods ``gate`` holds now (none known: each pod is asked)."""
         if self._held_pods is None:
             return ()
         try:
