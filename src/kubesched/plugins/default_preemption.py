@@ -256,10 +256,22 @@ class _RunningPreemptions(Container[str]):
 
     __slots__ = ("_handle", "_last_victim", "_preempting")
 
-    def __init__(self, preempting: set[str], last_victim: dict[str, str], handle: Handle):
-        self._preempting = preempting
-        self._last_victim = last_victim
+    def __init__(self, handle: Handle):
         self._handle = handle
+        #: Preemptors whose victims are being evicted in the background.
+        self._preempting: set[str] = set()
+        #: Preemptor UID -> UID of the last victim, once only that one is left to evict.
+        self._last_victim: dict[str, str] = {}
+
+    def start(self, uid: str) -> None:
+        self._preempting.add(uid)
+
+    def last_victim_left(self, uid: str, victim_uid: str) -> None:
+        self._last_victim[uid] = victim_uid
+
+    def finish(self, uid: str) -> None:
+        self._preempting.discard(uid)
+        self._last_victim.pop(uid, None)
 
     def __contains__(self, uid: object) -> bool:
         if uid not in self._preempting:
@@ -289,11 +301,7 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         self._running = Status(
             Code.UNSCHEDULABLE_AND_UNRESOLVABLE, MSG_PREEMPTION_RUNNING, plugin=self.name
         )
-        #: Preemptors whose victims are being evicted in the background.
-        self._preempting: set[str] = set()
-        #: Preemptor UID -> UID of the last victim, once only that one is left to evict.
-        self._last_victim: dict[str, str] = {}
-        self._running_preemptions = _RunningPreemptions(self._preempting, self._last_victim, handle)
+        self._running_preemptions = _RunningPreemptions(handle)
         self._tasks: set[asyncio.Task[None]] = set()
         #: Node name -> (NodeInfo, its generation, the lowest priority of its pods or None).
         self._lowest: dict[str, tuple[NodeInfo, int, int | None]] = {}
@@ -765,7 +773,7 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         if not victims:
             return
         uid = pod.metadata.uid
-        self._preempting.add(uid)
+        self._running_preemptions.start(uid)
         task = asyncio.get_running_loop().create_task(
             self._preempt_in_background(candidate.name, pod, victims)
         )
@@ -799,15 +807,14 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
                         ok = preempt_last = False
             if preempt_last:
                 last = victims[-1]
-                self._last_victim[uid] = last.metadata.uid
+                self._running_preemptions.last_victim_left(uid, last.metadata.uid)
                 try:
                     await handle.preempt_pod(pod, last, node, self.name)
                 except Exception as e:
                     log.error("preempting %s for %s failed: %s", last.key, pod.key, e)
                     ok = False
         finally:
-            self._preempting.discard(uid)
-            self._last_victim.pop(uid, None)
+            self._running_preemptions.finish(uid)
             log.info(
                 "preemption for pod %s on node %s finished (%s)",
                 pod.key,

@@ -1106,9 +1106,9 @@ async def test_the_last_victim_being_deleted_ends_the_wait() -> None:
     victim = pod("v", node_name="node1", priority=LOW, res=SMALL)
     env = Env([node("node1", SMALL)], [victim])
     plugin = env.plugin
-    plugin._preempting.add("p")
+    plugin._running_preemptions.start("p")
     assert plugin.is_pod_running_preemption("p")
-    plugin._last_victim["p"] = "v"
+    plugin._running_preemptions.last_victim_left("p", "v")
     assert plugin.is_pod_running_preemption("p")
     env.snapshot.add_pod(PodInfo.of(terminating(victim, by_preemption=True)), "node1")
     assert not plugin.is_pod_running_preemption("p")
