@@ -216,16 +216,23 @@ class _DryRun:
     where: tuple[str | None, ...]
 
     def stands(
-        self, key: Hashable, info: NodeInfo, stamp: Hashable, uid: str, handle: Handle
+        self,
+        key: Hashable,
+        info: NodeInfo,
+        stamp: Hashable,
+        uid: str,
+        node_of_pod: Callable[[str], str | None],
     ) -> bool:
-        """Whether the outcome stands for preemptor ``uid`` with ``key`` on ``info`` now."""
-        node_of_pod = handle.snapshot.node_of_pod
+        """Whether the outcome stands for preemptor ``uid`` with ``key`` on ``info`` now
+        (``node_of_pod``: the snapshot's)."""
+        node = self.node
         return (
             self.stamp == stamp
             and self.key == key
             and uid not in self.uids
             and self.where == tuple(map(node_of_pod, self.uids))
-            and self.node.holds(info)
+            # NodeContent.holds, its common case first: no call per node.
+            and ((node.info is info and node.generation == info.generation) or node.holds(info))
         )
 
 
@@ -542,6 +549,7 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         out: list[_Outcome | None] = []
         fresh: list[tuple[int, NodeInfo, _DryRun]] = []
         handle, uid = self.handle, pod.metadata.uid
+        node_of_pod = handle.snapshot.node_of_pod
         for info in nodes:
             lowest = self._lowest_priority(info)
             if lowest is None or lowest >= priority:
@@ -553,7 +561,7 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
                 continue
             stamp = handle.nominations_stamp(info.name)
             kept = self._dry_runs.get(info.name)
-            if kept is not None and kept[0].stands(key, info, stamp, uid, handle):
+            if kept is not None and kept[0].stands(key, info, stamp, uid, node_of_pod):
                 out.append(kept[1])
                 continue
             uids = tuple(pi.uid for pi in handle.nominated_pods_for_node(info.name))
@@ -561,7 +569,7 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
                 # Its own nomination does not count for the pod itself, for other pods it does.
                 out.append(self.select_victims_on_node(state.clone(), pod, info, pdbs, clock))
                 continue
-            where = tuple(map(handle.snapshot.node_of_pod, uids))
+            where = tuple(map(node_of_pod, uids))
             fresh.append((len(out), info, _DryRun(key, NodeContent.of(info), stamp, uids, where)))
             out.append(None)
         if len(fresh) == 1:

@@ -752,37 +752,18 @@ class SchedulingQueue:
         return ACTIVE if moved else UNSCHEDULABLE
 
     def _requeue_gated(
-        self,
-        qpi: QueuedPodInfo,
-        strategy: _Strategy,
-        event: str,
-        plugin: str,
-        held: dict[str, Container[str]],
+        self, qpi: QueuedPodInfo, strategy: _Strategy, event: str, plugin: str
     ) -> None:
         """:meth:`_requeue` for a gated pod still in unschedulablePods, when both activeQ and
         backoffQ run PreEnqueue on entry: PreEnqueue runs first, and a pod it gates again is put
         back at once (counted as arriving for ``event``, as a move would) instead of leaving and
         re-entering. Thousands of pods waiting for their preemptions see every victim's
         deletion, and nearly all of them are gated again by the same plugin: such a pod, unless
-        its gate keeps pods by keys (which may have changed), is left as it is, and one its
-        gate says it holds (``held``: gate -> :meth:`_held_by`, for this event) is not asked."""
+        its gate keeps pods by keys (which may have changed), is left as it is."""
         gated_by = qpi.gated_by
-        in_place = gated_by not in self._keyed_gates
-        if in_place:
-            holding = held.get(gated_by)
-            if holding is None:
-                holding = held[gated_by] = self._held_by(gated_by)
-            try:
-                still = qpi.pod_info.pod.metadata.uid in holding
-            except Exception:
-                log.exception("held pods of %s failed", gated_by)
-                still = False  # PreEnqueue says
-            if still:
-                self._unschedulable_pods.count_incoming(event)
-                return
         rejection = self._pre_enqueue_rejection(qpi)
         if rejection is not None:
-            if in_place and (rejection.plugin or _PRE_ENQUEUE) == gated_by:
+            if gated_by not in self._keyed_gates and (rejection.plugin or _PRE_ENQUEUE) == gated_by:
                 self._unschedulable_pods.count_incoming(event)
                 return
             self._apply_pre_enqueue(qpi, rejection)
@@ -806,30 +787,57 @@ class SchedulingQueue:
         self, pods: list[QueuedPodInfo], event: ClusterEvent, old: Any, new: Any
     ) -> None:
         """``movePodsToActiveOrBackoffQueue`` for pods currently in unschedulablePods (a list
-        of them the caller built: moves change unschedulablePods)."""
+        of them the caller built: moves change unschedulablePods).
+
+        A pod gated by a plugin without gate keys, which the plugin says it still holds
+        (:meth:`_held_by`, asked once per gate), stays as it is without PreEnqueue being run:
+        the hints only decide whether it counts as arriving for the event, as upstream's move
+        and PreEnqueue's rejection would count it.
+        """
         label = ""  # the event's label, once a pod moves (most events move none)
         waiting, location = self._unschedulable_pods, self._location
         matching = self._matching(event)
         # Bound once: every event reaches every pod waiting for it, thousands at times.
-        worth, gated_in_place = self._worth_requeuing, self._pop_from_backoff
+        worth, skip = self._worth_requeuing, _Strategy.SKIP
+        # Gates whose held pods stay in place: with pops from backoffQ only (else PreEnqueue
+        # runs on the way to activeQ alone), and only gates without keys (the pod's may change).
+        in_place = self._pop_from_backoff
+        keyed = self._keyed_gates
         held: dict[str, Container[str]] = {}
+        counted = 0
         for qpi in pods:
             uid = qpi.pod_info.pod.metadata.uid
             if location.get(uid) is not waiting:
                 continue
             gated_by = qpi.gated_by
-            if gated_by and not matching[gated_by]:
-                # Only the gating plugin's events can lift its gate.
-                continue
+            if gated_by:
+                if not matching[gated_by]:
+                    # Only the gating plugin's events can lift its gate.
+                    continue
+                if in_place and gated_by not in keyed:
+                    holding = held.get(gated_by)
+                    if holding is None:
+                        holding = held[gated_by] = self._held_by(gated_by)
+                    try:
+                        still = uid in holding
+                    except Exception:
+                        log.exception("held pods of %s failed", gated_by)
+                        still = False  # PreEnqueue says
+                    if still:
+                        if worth(qpi, event, old, new, matching)[0] is not skip:
+                            counted += 1
+                        continue
             strategy, plugin = worth(qpi, event, old, new, matching)
-            if strategy is _Strategy.SKIP:
+            if strategy is skip:
                 continue
             label = label or event_label(event)
-            if gated_by and gated_in_place:
-                self._requeue_gated(qpi, strategy, label, plugin, held)
+            if gated_by and in_place:
+                self._requeue_gated(qpi, strategy, label, plugin)
                 continue
             self._leave(uid)
             self._requeue(qpi, strategy, label, plugin)
+        if counted:
+            waiting.count_incoming(label or event_label(event), counted)
         self._move_request_cycle = self._active_q.scheduling_cycle
         self._active_q.add_event_if_any_in_flight(event, old, new)
 

@@ -74,12 +74,12 @@ class UnschedulablePods:
         self.delete(qpi.pod.metadata.uid)
         self.add(qpi, event)
 
-    def count_incoming(self, event: str) -> None:
-        """A pod here taken out and put back as it was (gated again alike): only counted as
-        arriving for ``event``; it keeps its place (kube-scheduler's unschedulablePods is a map,
-        with no order to keep)."""
+    def count_incoming(self, event: str, pods: int = 1) -> None:
+        """Pods here taken out and put back as they were (gated again alike): only counted as
+        arriving for ``event``; they keep their place (kube-scheduler's unschedulablePods is a
+        map, with no order to keep)."""
         counts = self._incoming
-        counts[event] = counts.get(event, 0) + 1
+        counts[event] = counts.get(event, 0) + pods
 
     def delete(self, uid: str) -> bool:
         if self._pods.pop(uid, None) is None:
