@@ -106,18 +106,20 @@ class NodeInfo:
     non_zero_memory: int = 0
     used_ports: set[HostPort] = field(default_factory=set)
     allocatable: Resources = field(default_factory=dict)
-    #: Bumped on every change, so a reader can tell whether its derived data is stale.
+    #: New on every change, so a reader can tell whether its derived data is stale. A trial's
+    #: changes take new ones too, and its undo gives back the one before (the same content).
     generation: int = 0
+    #: The last generation handed out: a new one is never one the node had before.
+    _issued: int = field(default=0, init=False, repr=False)
 
     def add_pod(self, info: PodInfo) -> None:
         self.pods[info.uid] = info
         self._account(info, 1)
 
-    def contents(self) -> tuple[Node | PodInfo | None, ...]:
-        """The Node object and the pods, in order: all a verdict on the node can read of it.
-        Equal contents (the same objects) mean an earlier verdict still holds; unlike
-        :attr:`generation`, trials that changed the node and undid it do not tell."""
-        return (self.node, *self.pods.values())
+    def changed(self) -> None:
+        """A new :attr:`generation`."""
+        self._issued += 1
+        self.generation = self._issued
 
     def remove_pod(self, uid: str) -> PodInfo | None:
         info = self.pods.pop(uid, None)
@@ -135,25 +137,22 @@ class NodeInfo:
                 self.used_ports.update(info.host_ports)
             else:
                 self.used_ports = {p for i in self.pods.values() for p in i.host_ports}
-        self.generation += 1
+        self.changed()
 
 
 @dataclass(slots=True, frozen=True, eq=False)
 class NodeContent:
     """A node as a verdict on it found it: that verdict still holds while the node has the same
-    content. The same NodeInfo at the same :attr:`~NodeInfo.generation` has; after a trial that
-    changed the node and undid it (a new generation), its :meth:`~NodeInfo.contents` tell."""
+    content, which the same NodeInfo at the same :attr:`~NodeInfo.generation` has (a trial that
+    changed the node and undid it gives back its generation)."""
 
     info: NodeInfo
     generation: int
-    contents: tuple[Node | PodInfo | None, ...]
 
     @classmethod
     def of(cls, info: NodeInfo) -> NodeContent:
-        return cls(info, info.generation, info.contents())
+        return cls(info, info.generation)
 
     def holds(self, info: NodeInfo) -> bool:
         """Whether ``info`` has the content seen then."""
-        return (
-            self.info is info and self.generation == info.generation
-        ) or self.contents == info.contents()
+        return self.info is info and self.generation == info.generation

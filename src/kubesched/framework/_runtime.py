@@ -598,11 +598,7 @@ class Framework:
                 and kept.priority == priority
                 and kept.stamp == stamp
                 and keepable(kept.uids)
-                and (
-                    # NodeContent.holds, its common case first: no call per node.
-                    (kept.node.info is info and kept.node.generation == info.generation)
-                    or kept.node.holds(info)
-                )
+                and kept.node.holds(info)
             ):
                 verdicts.append((info, kept.status))
                 continue

@@ -157,7 +157,7 @@ class Snapshot:
             self._num_nodes += 1
         info.node = node
         info.allocatable = node_allocatable(node)
-        info.generation += 1
+        info.changed()
         t, slot = self.table, info.slot
         t.set_present(slot, True)
         t.set_allocatable(slot, info.allocatable)
@@ -181,7 +181,7 @@ class Snapshot:
         t.set_present(slot, False)
         t.touch(slot)
         info.node = None
-        info.generation += 1
+        info.changed()
         self._num_nodes -= 1
         self._release_if_empty(info)
         self.generation += 1
@@ -237,7 +237,7 @@ class Snapshot:
         info = self._infos[self._pod_node[pod.uid]]
         del info.pods[pod.uid]
         info.pods[pod.uid] = pod
-        info.generation += 1
+        info.changed()
         self.generation += 1
 
     def remove_pod(self, uid: str) -> PodInfo | None:
@@ -321,7 +321,7 @@ class NodeTrial:
     the node's NodeInfo and its table row (which vectorized plugins read) only: which node
     counts each pod, the pods index and the PVCs in use stay as the cluster has them."""
 
-    __slots__ = ("_journal", "_order", "_rows", "_snapshot", "node")
+    __slots__ = ("_generation", "_journal", "_order", "_rows", "_snapshot", "node")
 
     def __init__(self, snapshot: Snapshot, node: NodeInfo, *, rows: bool = True) -> None:
         self._snapshot = snapshot
@@ -329,8 +329,10 @@ class NodeTrial:
         #: The node's NodeInfo: it reflects the changes while the trial lasts.
         self.node = node
         self._journal: list[tuple[bool, PodInfo]] = []
-        #: The node's pods in their order before the trial, restored by :meth:`undo`.
+        #: The node's pods in their order before the trial, and its generation, restored by
+        #: :meth:`undo`: what was derived from the node before holds again after.
         self._order = list(node.pods)
+        self._generation = node.generation
 
     def remove_pod(self, pod: PodInfo) -> None:
         """Stop counting ``pod`` (which must be counted on this node)."""
@@ -374,5 +376,6 @@ class NodeTrial:
             kept = [(uid, pods[uid]) for uid in order]
             pods.clear()
             pods.update(kept)
+        node.generation = self._generation
         if self._rows:
             self._snapshot._sync_pods_row(node)

@@ -225,14 +225,12 @@ class _DryRun:
     ) -> bool:
         """Whether the outcome stands for preemptor ``uid`` with ``key`` on ``info`` now
         (``node_of_pod``: the snapshot's)."""
-        node = self.node
         return (
             self.stamp == stamp
             and self.key == key
             and uid not in self.uids
             and self.where == tuple(map(node_of_pod, self.uids))
-            # NodeContent.holds, its common case first: no call per node.
-            and ((node.info is info and node.generation == info.generation) or node.holds(info))
+            and self.node.holds(info)
         )
 
 

@@ -28,14 +28,19 @@ def test_node_content_holds_while_the_node_has_the_content_seen() -> None:
     s.add_pod(a, "n")
     seen = NodeContent.of(info)
     assert seen.holds(info)
-    # A trial that changes the node and undoes it: a new generation, the same content.
+    # A trial that changes the node and undoes it: a new generation meanwhile, then the one
+    # before with the content before.
     with s.trial("n") as trial:
         trial.remove_pod(a)
         assert not seen.holds(info)
-    assert info.generation != seen.generation
+        during = NodeContent.of(info)
+    assert info.generation == seen.generation
     assert seen.holds(info)
+    assert not during.holds(info)
+    # The next change is a generation the node never had, the trial's neither.
     s.add_pod(PodInfo.of(make_pod("b", cpu="1")), "n")
     assert not seen.holds(info)
+    assert not during.holds(info)
 
 
 def test_node_content_of_a_node_added_anew_does_not_hold_at_the_same_generation() -> None:

@@ -1393,7 +1393,17 @@ def test_nodes_dry_run_together_find_each_nodes_own_victims(seed: int) -> None:
     preemptor = pod("preemptor", priority=HIGH, res=rng.choice(sizes))
     state = env.state_for(preemptor)
     infos = sorted(env.snapshot.node_infos(), key=lambda i: i.name)
-    before = [(i.contents(), env.snapshot.table.requested[i.slot].tolist()) for i in infos]
+
+    def as_now(i: NodeInfo) -> Any:
+        # Content, order and generation: what was derived from a node still holds after.
+        return (
+            i.node,
+            list(i.pods.items()),
+            i.generation,
+            env.snapshot.table.requested[i.slot].tolist(),
+        )
+
+    before = [as_now(i) for i in infos]
     passes = 0
     inner = env.fw._vectorized_verdicts
 
@@ -1406,7 +1416,7 @@ def test_nodes_dry_run_together_find_each_nodes_own_victims(seed: int) -> None:
     clock = 10.0
     together = env.plugin._select_victims_on_nodes(state, preemptor, infos, env.pdbs, clock)
     assert passes > 0
-    assert [(i.contents(), env.snapshot.table.requested[i.slot].tolist()) for i in infos] == before
+    assert [as_now(i) for i in infos] == before
     alone = [
         env.plugin.select_victims_on_node(state.clone(), preemptor, i, env.pdbs, clock)
         for i in infos
