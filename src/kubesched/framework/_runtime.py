@@ -617,10 +617,11 @@ class Framework:
         # Grouped by value: kept verdicts of nodes judged in different passes are equal
         # statuses in distinct objects, and one group per node would cost each cycle.
         by_status: dict[Status, list[int]] = {}
+        error = Code.ERROR  # read once: an Enum member through its class is slow on Python 3.11
         for info, status in verdicts:
             if status is None:
                 continue
-            if status.code == Code.ERROR:
+            if status.code == error:
                 raise FilterError(status.plugin, status)
             by_status.setdefault(status, []).append(info.slot)
         if not by_status:
@@ -665,9 +666,10 @@ class Framework:
                 raise FilterError(e.plugin, _filter_error(e)) from e
         priority = _priority(pod)
         out: list[tuple[NodeInfo, Status | None]] = []
+        error = Code.ERROR  # read once: an Enum member through its class is slow on Python 3.11
         for info, _, kept_by in work:
             status = verdicts.get(info.slot)
-            if kept_by is not None and (status is None or status.code != Code.ERROR):
+            if kept_by is not None and (status is None or status.code != error):
                 stamp, uids = kept_by
                 kept_verdicts[info.name] = _Verdict(
                     key, NodeContent.of(info), priority, stamp, uids, status
