@@ -614,18 +614,25 @@ class Framework:
             ]
         elif work:
             verdicts += self._with_nominated_verdicts(state, pod, key, work)
-        # Grouped by value: kept verdicts of nodes judged in different passes are equal
-        # statuses in distinct objects, and one group per node would cost each cycle.
-        by_status: dict[Status, list[int]] = {}
+        # Grouped by object, then the objects by value: kept verdicts of nodes judged in
+        # different passes are equal statuses in distinct objects, and one group per node would
+        # cost each cycle (a Status hashes in Python, its id in C).
+        by_object: dict[int, tuple[Status, list[int]]] = {}
         error = Code.ERROR  # read once: an Enum member through its class is slow on Python 3.11
         for info, status in verdicts:
             if status is None:
                 continue
-            if status.code == error:
-                raise FilterError(status.plugin, status)
-            by_status.setdefault(status, []).append(info.slot)
-        if not by_status:
+            group = by_object.get(id(status))
+            if group is None:
+                if status.code == error:
+                    raise FilterError(status.plugin, status)
+                group = by_object[id(status)] = (status, [])
+            group[1].append(info.slot)
+        if not by_object:
             return slots
+        by_status: dict[Status, list[int]] = {}
+        for status, failed in by_object.values():
+            by_status.setdefault(status, []).extend(failed)
         for status, failed in by_status.items():
             diagnosis.add(NodeGroup(np.array(failed, dtype=np.int64), status))
             among[failed] = False
