@@ -597,7 +597,9 @@ class Framework:
                 and kept.key == key
                 and kept.priority == priority
                 and kept.stamp == stamp
-                and keepable(kept.uids)
+                # keepable(kept.uids), without a call per node
+                and uid not in kept.uids
+                and not any(map(counted, kept.uids))
                 and kept.node.holds(info)
             ):
                 verdicts.append((info, kept.status))

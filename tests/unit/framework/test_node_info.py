@@ -52,3 +52,24 @@ def test_node_content_of_a_node_added_anew_does_not_hold_at_the_same_generation(
     after = readded_at_generation(s, make_node("n", cpu="1", memory="1Gi"), seen.generation)
     assert after is not before
     assert not seen.holds(after)
+
+
+def test_pod_info_is_the_counted_version_as_the_cluster_has_it() -> None:
+    s = Snapshot()
+    s.set_node(make_node("n", cpu="2", memory="2Gi"))
+    a = PodInfo.of(make_pod("a", cpu="1", uid="a"))
+    assert s.pod_info(a.uid) is None
+    s.add_pod(a, "n")
+    assert s.pod_info(a.uid) is a
+    newer = PodInfo.of(make_pod("a", cpu="1", labels={"v": "2"}, uid="a"))
+    s.replace_pod(newer)
+    assert s.pod_info(a.uid) is newer
+    # A trial's changes are not seen, as the node counting each pod is not.
+    with s.trial("n") as trial:
+        trial.remove_pod(newer)
+        assert s.pod_info(a.uid) is newer
+        assert s.node_of_pod(a.uid) == "n"
+    s.add_pod(newer, "n")  # added again: still the one counted
+    assert s.pod_info(a.uid) is newer
+    s.remove_pod(a.uid)
+    assert s.pod_info(a.uid) is None
