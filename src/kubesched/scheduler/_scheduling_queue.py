@@ -447,7 +447,7 @@ class SchedulingQueue:
             # No registered event matches: only pods that any event moves.
             pods = self._unschedulable_pods.catch_all()
         if pre_check is not None:
-            pods = [p for p in pods if pre_check(p.pod)]
+            pods = [p for p in pods if pre_check(p[1].pod)]
         self._move_pods(pods, event, old, new)
         self._report()
 
@@ -479,7 +479,7 @@ class SchedulingQueue:
         """Pods in unschedulablePods for longer than the maximum go to activeQ or backoffQ."""
         now = self._clock()
         stale = [
-            q
+            (q.pod.metadata.uid, q)
             for q in self._unschedulable_pods.pod_infos()
             if now - q.timestamp > self._max_in_unschedulable
         ]
@@ -791,10 +791,10 @@ class SchedulingQueue:
             return ()
 
     def _move_pods(
-        self, pods: list[QueuedPodInfo], event: ClusterEvent, old: Any, new: Any
+        self, pods: list[tuple[str, QueuedPodInfo]], event: ClusterEvent, old: Any, new: Any
     ) -> None:
         """``movePodsToActiveOrBackoffQueue`` for pods currently in unschedulablePods (a list
-        of them the caller built: moves change unschedulablePods).
+        of them by UID the caller built: moves change unschedulablePods).
 
         A pod gated by a plugin without gate keys, which the plugin says it still holds
         (:meth:`_held_by`, asked once per gate), stays as it is without PreEnqueue being run:
@@ -812,8 +812,7 @@ class SchedulingQueue:
         keyed = self._keyed_gates
         held: dict[str, Container[str]] = {}
         counted = 0
-        for qpi in pods:
-            uid = qpi.pod_info.pod.metadata.uid
+        for uid, qpi in pods:
             if location.get(uid) is not waiting:
                 continue
             gated_by = qpi.gated_by

@@ -166,29 +166,29 @@ class UnschedulablePods:
         self,
         gate_lifted_by: Callable[[str], bool],
         keys_for: Callable[[str], Collection[Hashable] | None] | None = None,
-    ) -> list[QueuedPodInfo]:
-        """The pods an event may reach: those not gated, and the gated ones whose gating plugin
-        ``gate_lifted_by`` accepts (it registered an event matching this one); of those, when
-        ``keys_for`` gives the keys the event is about for that gate, the pods kept by one of
-        them or by none."""
+    ) -> list[tuple[str, QueuedPodInfo]]:
+        """The pods an event may reach, by UID: those not gated, and the gated ones whose gating
+        plugin ``gate_lifted_by`` accepts (it registered an event matching this one); of those,
+        when ``keys_for`` gives the keys the event is about for that gate, the pods kept by one
+        of them or by none."""
         pods = self._pods
-        out = [pods[uid] for uid in self._ungated]
+        out = [(uid, pods[uid]) for uid in self._ungated]
         for gate, uids in self._gates.items():
             if not gate_lifted_by(gate):
                 continue
             keys = None if keys_for is None else keys_for(gate)
             if keys is None:
-                out.extend(pods[uid] for uid in uids)
+                out.extend((uid, pods[uid]) for uid in uids)
                 continue
             keyed = self._keyed.get(gate, {})
             chosen = {uid for key in keys for uid in keyed.get(key, ())}
             chosen.update(self._unkeyed.get(gate, ()))
-            out.extend(pods[uid] for uid in sorted(chosen, key=self._order.__getitem__))
+            out.extend((uid, pods[uid]) for uid in sorted(chosen, key=self._order.__getitem__))
         return out
 
-    def catch_all(self) -> list[QueuedPodInfo]:
-        """The pods any event may move."""
-        return [self._pods[uid] for uid in self._catch_all]
+    def catch_all(self) -> list[tuple[str, QueuedPodInfo]]:
+        """The pods any event may move, by UID."""
+        return [(uid, self._pods[uid]) for uid in self._catch_all]
 
     def pods(self) -> Iterable[Pod]:
         return (q.pod for q in self._pods.values())

@@ -60,7 +60,7 @@ def test_pods_any_event_moves_are_those_without_a_registered_rejector() -> None:
     silent = qinfo("silent", "Fit", "NoEvents")  # NoEvents registered nothing
     for q in (erred, fit, silent):
         pods.add(q, "ScheduleAttemptFailure")
-    assert {q.pod.metadata.name for q in pods.catch_all()} == {"erred", "silent"}
+    assert {q.pod.metadata.name for _, q in pods.catch_all()} == {"erred", "silent"}
     assert {q.pod.metadata.name for q in pods.pod_infos()} == {"erred", "fit", "silent"}
     silent.unschedulable_plugins = {"Fit"}
     pods.add(silent, "UnschedulablePodUpdate")
@@ -79,7 +79,7 @@ def test_an_event_reaches_the_pods_not_gated_and_those_its_gating_plugin_may_lif
         pods.add(q, "ScheduleAttemptFailure")
 
     def names(lifted: set[str]) -> list[str]:
-        return sorted(q.pod.metadata.name for q in pods.reachable(lifted.__contains__))
+        return sorted(q.pod.metadata.name for _, q in pods.reachable(lifted.__contains__))
 
     assert names(set()) == ["plain"]
     assert names({"DefaultPreemption"}) == ["plain", "preempting"]
@@ -108,13 +108,15 @@ def test_a_pod_gated_again_alike_keeps_its_place_and_counts_as_arriving() -> Non
         pods.add(q, "NodeAdd")
     pods.count_incoming("AssignedPodDelete")
     assert incoming == {"NodeAdd": 2, "AssignedPodDelete": 1}
-    assert [q.pod.metadata.name for q in pods.reachable(lambda gate: gate == "Preempting")] == [
+    pods.count_incoming("AssignedPodDelete", 3)
+    assert incoming == {"NodeAdd": 2, "AssignedPodDelete": 4}
+    assert [q.pod.metadata.name for _, q in pods.reachable(lambda gate: gate == "Preempting")] == [
         "a",
         "b",
     ]
     second.gated_by = "Other"
     pods.add_again(second, "AssignedPodDelete")
-    assert incoming == {"NodeAdd": 2, "AssignedPodDelete": 2}
-    assert pods.reachable(lambda gate: gate == "Preempting") == [first]
-    assert pods.reachable(lambda gate: gate == "Other") == [second]
+    assert incoming == {"NodeAdd": 2, "AssignedPodDelete": 5}
+    assert pods.reachable(lambda gate: gate == "Preempting") == [(first.pod.metadata.uid, first)]
+    assert pods.reachable(lambda gate: gate == "Other") == [(second.pod.metadata.uid, second)]
     assert (pods.size(), pods.gated_size()) == (2, 2)
