@@ -165,10 +165,14 @@ def cluster_status() -> None:
 def _setup_logging(level: str) -> None:
     import logging  # noqa: PLC0415
 
+    used = getattr(logging, level.upper())
+    # DEBUG is about kubesched, as the extender's: other libraries stay at INFO (the CEL
+    # library's DEBUG lines print whole environments for each expression evaluated).
     logging.basicConfig(
-        level=getattr(logging, level.upper()),
+        level=max(used, logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    logging.getLogger("kubesched").setLevel(used)
 
 
 def _load_scheduler_config(path: str | None) -> tuple[KubeSchedulerConfiguration, Registry]:

@@ -57,3 +57,18 @@ def test_other_exceptions_are_not_swallowed(monkeypatch: pytest.MonkeyPatch) -> 
     result = CliRunner().invoke(main, ["why", "p", "-f", "/dev/null"])
     assert isinstance(result.exception, RuntimeError)
     assert not isinstance(result.exception, KubeschedError)
+
+
+def test_debug_logging_is_about_kubesched_other_libraries_stay_at_info() -> None:
+    # A fresh interpreter: logging is configured once per process.
+    import subprocess
+    import sys
+
+    probe = (
+        "import logging; from kubesched.cli import _setup_logging; _setup_logging('debug'); "
+        "print(logging.getLogger('kubesched.scheduler').isEnabledFor(logging.DEBUG), "
+        "logging.getLogger('celpy').isEnabledFor(logging.DEBUG), "
+        "logging.getLogger('celpy').isEnabledFor(logging.INFO))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "False", "True"]
