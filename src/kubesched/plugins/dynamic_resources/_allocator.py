@@ -251,8 +251,9 @@ class Allocator:
         hit = self._matches.get(key)
         if hit is not None:
             return hit
-        # CEL (celpy and its parser, a twentieth of a second) loads with the first selector
-        # asked about, not with every command that imports the plugin.
+        # CEL (celpy and its parser, a third of a second) loads with the first selector asked
+        # about, not with every command that imports the plugin (a scheduler serving a cluster
+        # loads it as it starts: DynamicResources).
         from kubesched.plugins.dynamic_resources._cel import (  # noqa: PLC0415
             CELError,
             compile_selector,

@@ -853,3 +853,28 @@ def test_a_claim_written_since_is_the_newer(newer: str, older: str) -> None:
     c.snapshot.objects.set(version(newer))
     assert c.plugin._current(c.claim("c")).metadata.resource_version == newer
     assert "c-uid" not in c.plugin._assumed
+
+
+def test_a_scheduler_serving_a_cluster_loads_cel_as_it_starts_a_what_if_run_on_first_use() -> None:
+    # Fresh interpreters: other tests may have loaded CEL already.
+    import subprocess
+    import sys
+
+    probe = (
+        "import random, sys; from kubesched.config import default_config; "
+        "from kubesched.plugins import default_registry; "
+        "from kubesched.framework import Snapshot, build_frameworks; "
+        "build_frameworks(default_config(), default_registry(), Snapshot(), "
+        "client={client}, rng=random.Random(0)); "
+        "print('kubesched.plugins.dynamic_resources._cel' in sys.modules)"
+    )
+    loaded = [
+        subprocess.run(
+            [sys.executable, "-c", probe.format(client=client)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        for client in ("object()", "None")
+    ]
+    assert loaded == ["True", "False"]
