@@ -597,9 +597,7 @@ class Framework:
                 and kept.key == key
                 and kept.priority == priority
                 and kept.stamp == stamp
-                # keepable(kept.uids), without a call per node
-                and uid not in kept.uids
-                and not any(map(counted, kept.uids))
+                and keepable(kept.uids)
                 and kept.node.holds(info)
             ):
                 verdicts.append((info, kept.status))
