@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import random
+
 from builders import make_pod
-from kubesched.framework import Code, CycleState, Nodes, Snapshot, Status
+from kubesched.config import default_config
+from kubesched.framework import Code, CycleState, Nodes, Snapshot, Status, build_frameworks
+from kubesched.plugins import default_registry
 from kubesched.plugins.dynamic_resources import (
     MSG_NO_CLAIMS_TO_DEALLOCATE,
     DynamicResources,
@@ -19,7 +23,13 @@ NO_NODES = _no_nodes()
 
 
 def plugin() -> DynamicResources:
-    return DynamicResources(handle=None, args=None)  # type: ignore[arg-type]
+    """The default profile's, as a what-if run builds it (no client)."""
+    fwk = build_frameworks(default_config(), default_registry(), Snapshot(), rng=random.Random(0))[
+        "default-scheduler"
+    ]
+    found = fwk.plugin("DynamicResources")
+    assert isinstance(found, DynamicResources)
+    return found
 
 
 def test_a_pod_without_claims_is_skipped_and_has_nothing_to_deallocate() -> None:

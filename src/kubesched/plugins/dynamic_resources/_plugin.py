@@ -336,7 +336,7 @@ class DynamicResources(
         self._searches: dict[str, _Search] = {}
         #: Filter's verdicts per slot for the last signature asked about.
         self._verdicts: _Verdicts | None = None
-        if getattr(handle, "client", None) is not None:
+        if handle.client is not None:
             # Serving a cluster, CEL is ready before the first claim, as in kube-scheduler:
             # loading cel-python and building its parser (a third of a second here) inside the
             # first cycle that asks a selector held every other pod that long.
