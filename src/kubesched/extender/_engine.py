@@ -278,6 +278,8 @@ class Extender:
             completed, registry, self.cache.body, client=client, metrics=self.metrics
         )
         self.profiles: list[str] = list(self.cluster_profiles)
+        for fwk in (*self.cluster_profiles.values(), *self.body_profiles.values()):
+            fwk.prepare()
         self.informers = informers
         self.synced: Callable[[], bool] = lambda: True
         self._worker = _Worker("extender-worker")

@@ -485,6 +485,11 @@ class Plugin:
         with other pods). Called only after the pod's PreFilter passed."""
         return ()
 
+    def prepare(self) -> None:
+        """Load what the plugin's first cycle would otherwise load inside it (a parser, a
+        library). Front ends serving a cluster call it once before their first cycle, so no pod
+        waits on it; what-if commands do not, and pay on first use only if they use it."""
+
     async def aclose(self) -> None:
         """Release what the plugin started: threads, background tasks, objects it created in the
         cluster. Front ends call it once, on their event loop, when they stop."""

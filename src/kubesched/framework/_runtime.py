@@ -395,6 +395,11 @@ class Framework:
         """Every plugin of the profile, once each."""
         return list(self._instances.values())
 
+    def prepare(self) -> None:
+        """:meth:`Plugin.prepare` on every plugin."""
+        for plugin in self._instances.values():
+            plugin.prepare()
+
     async def aclose(self) -> None:
         """:meth:`Plugin.aclose` on every plugin; one that fails is logged, the others still
         close."""

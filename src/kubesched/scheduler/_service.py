@@ -393,6 +393,8 @@ class SchedulerService:
         self.frameworks = build_frameworks(
             config, registry, snapshot, client=_Binder(client), metrics=self.metrics
         )
+        for fwk in self.frameworks.values():
+            fwk.prepare()
         self.writer = _Writer(client, self.frameworks)
         recorders = self.writer.recorders
         self.metrics.count_dropped_events(lambda: {p: r.dropped for p, r in recorders.items()})

@@ -33,6 +33,7 @@ from kubesched.extender import (
 )
 from kubesched.plugins.annotation_gate import ERR_REASON_ANNOTATED
 from kubesched.plugins.default_binder import ERR_NO_CLIENT
+from kubesched.plugins.dynamic_resources import DynamicResources
 
 
 def answer(reply: Reply, status: int = 200) -> Any:
@@ -618,3 +619,13 @@ def test_a_node_named_twice_is_answered_twice() -> None:
     out = answer(ext.filter("test", names_body(make_pod("p"), ["n-2", "n-1", "n-2"])))
     assert out["NodeNames"] == ["n-2", "n-2"]
     assert out["FailedNodes"] == {"n-1": "node(s) had an odd name"}
+
+
+def test_the_extender_prepares_its_plugins_as_it_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    prepared: list[str] = []
+    monkeypatch.setattr(
+        DynamicResources, "prepare", lambda self: prepared.append(self.handle.profile_name)
+    )
+    Extender(config("DynamicResources"), registry())
+    # Once for the cached cluster's frameworks, once for those of request bodies.
+    assert prepared == ["test", "test"]

@@ -336,13 +336,14 @@ class DynamicResources(
         self._searches: dict[str, _Search] = {}
         #: Filter's verdicts per slot for the last signature asked about.
         self._verdicts: _Verdicts | None = None
-        if handle.client is not None:
-            # Serving a cluster, CEL is ready before the first claim, as in kube-scheduler:
-            # loading cel-python and building its parser (a third of a second here) inside the
-            # first cycle that asks a selector held every other pod that long.
-            from kubesched.plugins.dynamic_resources._cel import compile_selector  # noqa: PLC0415
 
-            compile_selector("true")
+    def prepare(self) -> None:
+        # CEL ready before the first claim, as in kube-scheduler: loading cel-python and building
+        # its parser (a third of a second here) inside the first cycle that asks a selector
+        # held every other pod that long.
+        from kubesched.plugins.dynamic_resources._cel import compile_selector  # noqa: PLC0415
+
+        compile_selector("true")
 
     # -- claims ------------------------------------------------------------------------------
 

@@ -855,8 +855,9 @@ def test_a_claim_written_since_is_the_newer(newer: str, older: str) -> None:
     assert "c-uid" not in c.plugin._assumed
 
 
-def test_a_scheduler_serving_a_cluster_loads_cel_as_it_starts_a_what_if_run_on_first_use() -> None:
-    # Fresh interpreters: other tests may have loaded CEL already.
+def test_cel_loads_when_a_front_end_prepares_the_plugins_not_before() -> None:
+    # Fresh interpreters: other tests may have loaded CEL already. A what-if run has a client
+    # too (in memory), so building the frameworks must not load it.
     import subprocess
     import sys
 
@@ -864,17 +865,19 @@ def test_a_scheduler_serving_a_cluster_loads_cel_as_it_starts_a_what_if_run_on_f
         "import random, sys; from kubesched.config import default_config; "
         "from kubesched.plugins import default_registry; "
         "from kubesched.framework import Snapshot, build_frameworks; "
-        "build_frameworks(default_config(), default_registry(), Snapshot(), "
-        "client={client}, rng=random.Random(0)); "
-        "print('kubesched.plugins.dynamic_resources._cel' in sys.modules)"
+        "fwks = build_frameworks(default_config(), default_registry(), Snapshot(), "
+        "client=object(), rng=random.Random(0)); "
+        "built = 'kubesched.plugins.dynamic_resources._cel' in sys.modules; "
+        "{prepare}"
+        "print(built, 'kubesched.plugins.dynamic_resources._cel' in sys.modules)"
     )
     loaded = [
         subprocess.run(
-            [sys.executable, "-c", probe.format(client=client)],
+            [sys.executable, "-c", probe.format(prepare=prepare)],
             capture_output=True,
             text=True,
             check=True,
         ).stdout.strip()
-        for client in ("object()", "None")
+        for prepare in ("[f.prepare() for f in fwks.values()]; ", "")
     ]
-    assert loaded == ["True", "False"]
+    assert loaded == ["False True", "False False"]
