@@ -61,8 +61,12 @@ class Diagnosis:
 
     def node_statuses(self, snapshot: Snapshot) -> dict[str, Status]:
         """Node name -> the status that ruled it out (``NodeToStatus``)."""
-        names = snapshot.table.names
-        return {names[s]: g.status for g in self.groups for s in g.slots.tolist()}
+        name_of = snapshot.table.names.__getitem__
+        statuses: dict[str, Status] = {}
+        for g in self.groups:
+            # In C: a preemptor rejected everywhere maps every node of the cluster.
+            statuses.update(dict.fromkeys(map(name_of, g.slots.tolist()), g.status))
+        return statuses
 
     def rejected_count(self) -> int:
         return sum(len(g.slots) for g in self.groups)

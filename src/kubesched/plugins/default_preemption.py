@@ -15,7 +15,7 @@ import logging
 import math
 import random
 import time
-from collections.abc import Callable, Container, Hashable, Sequence
+from collections.abc import Callable, Container, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -192,6 +192,14 @@ def pick_one_node_for_preemption(candidates: Sequence[Candidate], now: float | N
         if len(remaining) == 1:
             break
     return remaining[0].name
+
+
+def _any_unschedulable(filtered: Mapping[str, Status]) -> bool:
+    """Whether Filter rejected some node as Unschedulable (where preemption may help). The nodes
+    of a group share one status: each distinct status is looked at once, the map walked in C."""
+    statuses = filtered.values()
+    distinct = dict(zip(map(id, statuses), statuses, strict=True)).values()
+    return any(s.code == Code.UNSCHEDULABLE for s in distinct)
 
 
 def _aggregate(errors: Sequence[str]) -> str:
@@ -392,9 +400,13 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         if not eligible:
             return None, Status(Code.UNSCHEDULABLE, msg)
         snapshot = self.handle.snapshot
-        all_nodes = list(snapshot.node_infos())
-        if not all_nodes:
+        if not len(snapshot):
             return None, Status(Code.ERROR, "no nodes available")
+        if not _any_unschedulable(filtered):
+            # No node may do (a pod larger than any): nothing to walk node by node.
+            log.debug("preemption will not help schedule pod %s on any node", pod.key)
+            return "", Status(Code.UNSCHEDULABLE, self._fit_error(pod, None, {}))
+        all_nodes = list(snapshot.node_infos())
         now = time.time()
         candidates, statuses, errors = self.find_candidates(state, pod, all_nodes, filtered, now)
         if errors and not candidates:
@@ -451,7 +463,7 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         node that is none, and the errors met."""
         potential: list[NodeInfo] = []
         # Looking at the statuses first is cheaper when no node may do (a pod larger than any).
-        if any(s.code == Code.UNSCHEDULABLE for s in filtered.values()):
+        if _any_unschedulable(filtered):
             potential = [
                 info
                 for info in all_nodes
@@ -747,25 +759,28 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         return next((c for c in candidates if c.name == name), candidates[0])
 
     def _fit_error(
-        self, pod: Pod, all_nodes: Sequence[NodeInfo], statuses: dict[str, Status]
+        self, pod: Pod, all_nodes: Sequence[NodeInfo] | None, statuses: dict[str, Status]
     ) -> str:
-        """The FitError of the dry run: each tried node's status, the others not helpful."""
+        """The FitError of the dry run: each tried node's status, the others not helpful
+        (``all_nodes`` ``None``: every node of the snapshot, none tried)."""
         by_status: dict[int, tuple[Status, list[int]]] = {}
-        absent: list[int] = []
-        if not statuses:
-            absent = [info.slot for info in all_nodes]
+        if all_nodes is None or not statuses:
+            absent = self.handle.snapshot.present_slots()
         else:
+            untried: list[int] = []
             for info in all_nodes:
                 s = statuses.get(info.name)
                 if s is None:
-                    absent.append(info.slot)
+                    untried.append(info.slot)
                 else:
                     by_status.setdefault(id(s), (s, []))[1].append(info.slot)
+            absent = np.array(untried, dtype=np.int64)
         groups = [NodeGroup(np.array(slots, dtype=np.int64), s) for s, slots in by_status.values()]
-        if absent:
+        if len(absent):
             not_helpful = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_NOT_HELPFUL)
-            groups.append(NodeGroup(np.array(absent, dtype=np.int64), not_helpful))
-        return str(FitError(pod, Diagnosis(num_all_nodes=len(all_nodes), groups=groups)))
+            groups.append(NodeGroup(absent, not_helpful))
+        num_all_nodes = len(self.handle.snapshot) if all_nodes is None else len(all_nodes)
+        return str(FitError(pod, Diagnosis(num_all_nodes=num_all_nodes, groups=groups)))
 
     # -- carrying it out -------------------------------------------------------------------------
 
