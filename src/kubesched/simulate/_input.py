@@ -270,8 +270,6 @@ class InputBuilder:
         if not isinstance(kind, str) or not kind:
             self._issue(where, "error", "kind is missing")
             return
-        if kind != "CSINode":  # its drivers' ``allocatable`` is a count, not a quantity map
-            _stringify_quantities(obj)
         if kind == "Node":
             node = self._convert(obj, Node, where, kind)
             if node is not None:
@@ -321,6 +319,13 @@ class InputBuilder:
         self.inputs.objects.add_watched(kind, converted)
 
     def _convert(self, obj: dict[str, Any], cls: type[Any], where: _Where, kind: str) -> Any:
+        try:
+            return msgspec.convert(obj, cls)
+        except msgspec.ValidationError:
+            # Most inputs write quantities as strings: numbers are looked for only when the
+            # object did not convert as it is (every quantity map is typed to hold strings).
+            if kind != "CSINode":  # its drivers' ``allocatable`` is a count, not a quantity map
+                _stringify_quantities(obj)
         try:
             return msgspec.convert(obj, cls)
         except msgspec.ValidationError as e:
