@@ -47,6 +47,7 @@ from kubesched.plugins.node_resources.fit import (
     InsufficientResource,
     NodeResourcesFit,
     PreScoreState,
+    _LeastFree,
     fits,
     have_any_requested_resources_increased,
     is_fit,
@@ -1797,3 +1798,44 @@ def test_kept_results_follow_every_change_of_the_snapshot() -> None:
             seen_failures += sum(s is not None for s in got)
             assert score_all(kept, incoming, snap) == score_all(fresh, incoming, snap)
     assert seen_failures > 100
+
+
+def test_a_pod_that_fits_everywhere_is_told_from_the_least_room_as_nodes_fill_and_empty() -> None:
+    # Roomy nodes, so that the pass over every node is skipped at first; pods then fill some
+    # nodes, leave them (the node with the least room gets more), nodes come and go, and pods
+    # are counted on a node that has no Node object. The kept plugin follows each change.
+    rng = random.Random(11)
+    everywhere = somewhere = 0
+    for _ in range(6):
+        roomy = {"cpu": "64", "memory": 2**38, "ephemeral-storage": 2**40, "pods": 110}
+        snap = cluster([node(f"n{i}", roomy) for i in range(rng.randint(20, 40))])
+        kept = plugin(snap)
+        counted: list[Pod] = []
+        incoming = [random_pod(rng, scale=s) for s in (0.1, 1.0, 4.0)]
+        for step in range(60):
+            names = [info.name for info in snap.node_infos()]
+            kind = rng.randrange(8)
+            if kind <= 3 and names:
+                p = random_pod(rng, rng.choice(names), 8.0)
+                snap.add_pod(PodInfo.of(p), p.spec.node_name)
+                counted.append(p)
+            elif kind <= 5 and counted:
+                snap.remove_pod(counted.pop(rng.randrange(len(counted))).metadata.uid)
+            elif kind == 6 and len(names) > 1:
+                snap.remove_node(rng.choice(names))
+            elif step % 2:
+                snap.set_node(node(f"new{step}", roomy))
+            else:
+                p = random_pod(rng, f"gone{step}", 8.0)
+                snap.add_pod(PodInfo.of(p), p.spec.node_name)
+            for pod in incoming:
+                got = filter_all(kept, pod, snap)
+                assert got == filter_all(plugin(snap), pod, snap)
+                if all(s is None for s in got):
+                    everywhere += 1
+                else:
+                    somewhere += 1
+            # Exact, not only on the safe side (less room than there is would skip nothing).
+            assert kept._least_free.least(snap.table) == _LeastFree().least(snap.table)
+    assert everywhere > 200
+    assert somewhere > 200

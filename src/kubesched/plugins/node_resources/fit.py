@@ -242,7 +242,7 @@ class _LeastFree:
 
     def all_fit(self, t: NodeTable, checks: tuple[_Check, ...]) -> bool:
         """Whether every node of ``t`` passes Filter for a pod of ``checks``."""
-        least = self._current(t)
+        least = self.least(t)
         if least[t.resource_index[PODS]] <= 0:
             return False
         index = t.resource_index
@@ -252,7 +252,8 @@ class _LeastFree:
                 return False
         return True
 
-    def _current(self, t: NodeTable) -> list[int]:
+    def least(self, t: NodeTable) -> list[int]:
+        """Per resource column, the least room on any node of ``t`` (no node: no limit)."""
         if t is not self._table or t.layout != self._layout:
             self._rebuild(t)
         elif t.version != self._version:
