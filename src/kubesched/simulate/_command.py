@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import TextIO
 
 from kubesched.api import freeze_loaded, gc_paused
-from kubesched.config import ConfigError, KubeSchedulerConfiguration
-from kubesched.framework import ProfileError, Registry, watched_kinds
+from kubesched.config import ConfigError, KubeSchedulerConfiguration, enabled_plugins
+from kubesched.framework import Plugin, ProfileError, Registry, watched_kinds
 from kubesched.simulate._errors import SimulateError
 from kubesched.simulate._input import InputBuilder, Inputs
 from kubesched.simulate._output import render_json, render_table
@@ -67,17 +67,34 @@ def load(
     from_cluster: bool = False,
     kubeconfig: str | None = None,
     registry: Registry | None = None,
+    config: KubeSchedulerConfiguration | None = None,
 ) -> Inputs:
     """The inputs: ``files`` (the built-in example when empty and not ``from_cluster``), on
     top of the live cluster's objects with ``from_cluster``; objects of the kinds ``registry``'s
-    plugins read are kept too."""
-    builder = InputBuilder(watched_kinds(registry.values()) if registry is not None else ())
+    plugins read are kept too (of the plugins ``config``'s profiles enable, when given)."""
+    plugins: list[type[Plugin]] = []
+    if registry is not None:
+        names = registry if config is None else _enabled_names(config) & set(registry)
+        # Only these plugins' modules are imported here.
+        plugins = [registry[n] for n in sorted(names)]
+    builder = InputBuilder(watched_kinds(plugins))
     if from_cluster:
         asyncio.run(_read_cluster(builder, kubeconfig, pending=not files))
     paths: Sequence[str | Path] = files if files or from_cluster else example_paths()
     with gc_paused():
         builder.add_paths(paths)  # an unreadable path: InputError, a SimulateError
         return builder.finish()
+
+
+def _enabled_names(config: KubeSchedulerConfiguration) -> set[str]:
+    """The plugins some profile of ``config`` enables, at any extension point."""
+    names: set[str] = set()
+    for profile in config.profiles:
+        enabled = enabled_plugins(profile)
+        names.update(ref.name for ref in enabled.multi_point)
+        for refs in enabled.points.values():
+            names.update(ref.name for ref in refs)
+    return names
 
 
 async def _read_cluster(builder: InputBuilder, kubeconfig: str | None, *, pending: bool) -> None:
@@ -115,7 +132,9 @@ def run(
     t0 = time.perf_counter()
     if not files and not from_cluster:
         err.write("no -f given: simulating the built-in example (see docs/simulate.md)\n")
-    inputs = load(files, from_cluster=from_cluster, kubeconfig=kubeconfig, registry=registry)
+    inputs = load(
+        files, from_cluster=from_cluster, kubeconfig=kubeconfig, registry=registry, config=config
+    )
     # What was read lives as long as the command; thawed when it ends.
     freeze_loaded()
     try:

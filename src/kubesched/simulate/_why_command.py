@@ -47,6 +47,7 @@ def run_why(
         from_cluster=from_cluster or not files,
         kubeconfig=kubeconfig,
         registry=registry,
+        config=config,
     )
     for issue in inputs.issues:
         err.write(f"{issue}\n")

@@ -102,3 +102,12 @@ def test_members_counted_from_the_manifests(tmp_path: Path) -> None:
             f"PodGroup default/short gets rejected due to Pod {name} is unschedulable even "
             "after PostFilter"
         )
+
+
+def test_without_coscheduling_in_the_configuration_podgroups_are_not_read(tmp_path: Path) -> None:
+    # Kinds are read for the plugins the profiles enable: the default profile has no
+    # Coscheduling, so the PodGroup is skipped with a warning (and its plugin is not loaded).
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump_all(manifests({"solo": (1, 1)}, nodes=1)))
+    got = CliRunner().invoke(main, ["simulate", "-f", str(tmp_path / "cluster.yaml")])
+    assert got.exit_code == 0, got.output
+    assert "document 2: kind PodGroup is not simulated; skipped" in got.stderr
