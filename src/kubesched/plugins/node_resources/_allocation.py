@@ -11,7 +11,7 @@ allocatable on a node is 0 is left out of that node's score entirely.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -257,27 +257,26 @@ def columns_matrix(
     counts, or when some value is not held exactly as a float (the caller's own path then)."""
     if columns is None or scratch is None:
         return None
-    plan = _matrix_plan(table, resources, pod_requests_list, use_requested)
-    pod = [pod_requests_list[p[0]] for p in plan]
-    if not plan or max(abs(v) for v in pod) >= FLOAT_EXACT_LIMIT:
+    rows, sources = columns.plan(table, resources, pod_requests_list, use_requested)
+    pod = [pod_requests_list[i] for i in rows]
+    if not rows or max(pod) >= FLOAT_EXACT_LIMIT or min(pod) <= -FLOAT_EXACT_LIMIT:
         return None
-    sources = tuple((_ALLOCATABLE, col) for _, col, _, _ in plan) + tuple(
-        (_NON_ZERO if non_zero else _REQUESTED, used_col) for _, _, non_zero, used_col in plan
-    )
     values = columns.get(table, sources)
     if values is None:
         return None
-    k = len(plan)
+    k = len(rows)
     covered = covering_rows(slots)
     values = values.take(slots, axis=1) if covered is None else values[:, :covered]
     # A copy with the pod added in the same pass: the callers compute in place.
     used = scratch.get("used", (k, values.shape[1]), np.float64)
     np.add(values[k:], np.array(pod, dtype=np.float64)[:, None], out=used)
-    return ResourceMatrix([p[0] for p in plan], values[:k], used, pod, slots, covered, True)
+    return ResourceMatrix(rows, values[:k], used, pod, slots, covered, True)
 
 
 #: The table columns :class:`FloatColumns` reads: allocatable, requested, non-zero requested.
 _ALLOCATABLE, _REQUESTED, _NON_ZERO = 0, 1, 2
+#: Plans :meth:`FloatColumns.plan` keeps (one per table layout and zero requests' pattern).
+_PLANS_KEPT = 64
 
 
 class FloatColumns:
@@ -289,10 +288,39 @@ class FloatColumns:
     converting them took a quarter of NodeResourcesFit's and BalancedAllocation's Score.
     """
 
-    __slots__ = ("_kept",)
+    __slots__ = ("_kept", "_plans", "_plans_of")
 
     def __init__(self) -> None:
         self._kept: dict[tuple[tuple[int, int], ...], _Converted] = {}
+        self._plans: dict[Hashable, tuple[list[int], tuple[tuple[int, int], ...]]] = {}
+        self._plans_of: NodeTable | None = None
+
+    def plan(
+        self,
+        table: NodeTable,
+        resources: Sequence[WeightedResource],
+        pod_requests_list: Sequence[int],
+        use_requested: bool,
+    ) -> tuple[list[int], tuple[tuple[int, int], ...]]:
+        """:func:`_matrix_plan` as the configured indices of its resources and the sources
+        :meth:`get` reads for them (allocatable rows, then used rows), kept per table layout
+        and which of the pod's requests are 0 (all the plan depends on but ``resources``, which
+        the owner keeps the same)."""
+        if table is not self._plans_of:
+            self._plans.clear()
+            self._plans_of = table
+        key = (table.layout, use_requested, *(v == 0 for v in pod_requests_list))
+        kept = self._plans.get(key)
+        if kept is None:
+            plan = _matrix_plan(table, resources, pod_requests_list, use_requested)
+            sources = tuple((_ALLOCATABLE, col) for _, col, _, _ in plan) + tuple(
+                (_NON_ZERO if non_zero else _REQUESTED, used_col)
+                for _, _, non_zero, used_col in plan
+            )
+            if len(self._plans) >= _PLANS_KEPT:
+                self._plans.clear()
+            kept = self._plans[key] = ([p[0] for p in plan], sources)
+        return kept
 
     def get(self, table: NodeTable, sources: tuple[tuple[int, int], ...]) -> FloatArray | None:
         """Row ``i``: column ``sources[i][1]`` of the table's array ``sources[i][0]``, over
@@ -332,11 +360,10 @@ class _Converted:
         values = self.values
         values.flags.writeable = True
         for r in rows:
-            for i, (a, col) in enumerate(sources):
-                v = arrays[a].item(r, col)
-                values[i, r] = v
-                if abs(v) >= FLOAT_EXACT_LIMIT:
-                    self.exact = False
+            column = [arrays[a].item(r, col) for a, col in sources]
+            values[:, r] = column
+            if max(column) >= FLOAT_EXACT_LIMIT or min(column) <= -FLOAT_EXACT_LIMIT:
+                self.exact = False
         values.flags.writeable = False
         self.version = table.version
 
