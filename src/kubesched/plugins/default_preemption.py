@@ -461,14 +461,11 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
     ) -> tuple[list[Candidate], dict[str, Status], list[str]]:
         """Dry runs on the nodes Filter rejected as Unschedulable: candidates, the status of each
         node that is none, and the errors met."""
-        potential: list[NodeInfo] = []
-        # Looking at the statuses first is cheaper when no node may do (a pod larger than any).
-        if _any_unschedulable(filtered):
-            potential = [
-                info
-                for info in all_nodes
-                if (s := filtered.get(info.name)) is not None and s.code == Code.UNSCHEDULABLE
-            ]
+        potential = [
+            info
+            for info in all_nodes
+            if (s := filtered.get(info.name)) is not None and s.code == Code.UNSCHEDULABLE
+        ]
         if not potential:
             log.debug("preemption will not help schedule pod %s on any node", pod.key)
             return [], {}, []
