@@ -247,6 +247,11 @@ class Reflector(Generic[T]):
     will not list (403) counts as empty: the reflector reports synced with no objects (deleting
     any it had) and lists again after each backoff until the server answers, so a consumer
     waiting for sync is not held forever by an optional kind.
+
+    With ``deliver_after``, the first list is fetched at once but handed to the handler only
+    once that event is set (the watch then starts from the list's resourceVersion, so nothing
+    is missed meanwhile): a consumer that needs other kinds first need not wait for this one's
+    list before asking for it.
     """
 
     def __init__(
@@ -264,8 +269,10 @@ class Reflector(Generic[T]):
         backoff: Backoff | None = None,
         rng: random.Random | None = None,
         tolerate_missing: bool = False,
+        deliver_after: asyncio.Event | None = None,
     ) -> None:
         self._client = client
+        self._deliver_after = deliver_after
         self.tolerate_missing = tolerate_missing
         #: Whether the last list found the path not served (``tolerate_missing`` only).
         self.missing = False
@@ -395,6 +402,8 @@ class Reflector(Generic[T]):
             self._rv_unavailable = True
             items, list_rv = await self._list_pages("")
         first = not self.has_synced
+        if first and self._deliver_after is not None:
+            await self._deliver_after.wait()
         if self.missing:
             log.info("%s: served now; %d objects", self.name, len(items))
             self.missing = False

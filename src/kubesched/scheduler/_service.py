@@ -420,12 +420,17 @@ class SchedulerService:
         )
         self.queue = self.scheduler.queue
         self.nodes = Reflector(client, "/api/v1/nodes", Node, _NodeHandler(self.scheduler))
+        # Pods are handed to the scheduler once the objects their PreEnqueue looks up are: a
+        # pod delivered before its ResourceClaim waits for the claim's Add, and each of thousands
+        # of such events would ask every waiting pod's hints. Their list is fetched meanwhile.
+        self._lookups_synced = asyncio.Event()
         self.pods = Reflector(
             client,
             "/api/v1/pods",
             Pod,
             _PodHandler(self.scheduler),
             field_selector=POD_FIELD_SELECTOR,
+            deliver_after=self._lookups_synced,
         )
         # Namespace labels (namespaceSelector) and workload selectors (default spreading).
         self.context = context_reflectors(client, snapshot)
@@ -520,16 +525,13 @@ class SchedulerService:
         self.pdbs.start()
         for r in (*self.storage, *self.context):
             r.start()
+        self.pods.start()
         queue_task = asyncio.create_task(self.queue.run())
         code = 0
         try:
-            # Pods are listed once the objects their PreEnqueue looks up are: a pod listed
-            # before its ResourceClaim waits for the claim's Add, and each of thousands of
-            # such events would ask every waiting pod's hints (decisions start after every
-            # list either way).
             for r in (*self.storage, *self.context):
                 await r.wait_synced()
-            self.pods.start()
+            self._lookups_synced.set()
             await self.nodes.wait_synced()
             await self.pods.wait_synced()
             await self.pdbs.wait_synced()

@@ -123,6 +123,26 @@ async def test_first_list_is_paginated_then_synced() -> None:
     )
 
 
+async def test_a_held_first_list_is_fetched_at_once_and_delivered_when_released() -> None:
+    api = FakeAPI(objects=[pod("a", "5")], list_rv="10")
+    api.watches.append(Watch([event_line("ADDED", pod("b", "11"))], hang=True))
+    handler = Recorder()
+    release = asyncio.Event()
+    reflector = _reflector(api, handler, deliver_after=release)
+    reflector.start()
+    await eventually(lambda: len(api.lists()) == 1)
+    await asyncio.sleep(0.05)
+    # Listed, but nothing handed over and no watch yet.
+    assert handler.calls == []
+    assert not reflector.has_synced
+    assert api.watch_requests() == []
+    release.set()
+    await eventually(lambda: len(handler.calls) == 3)
+    await reflector.stop()
+    assert handler.calls == [("add", "ns/a", "5"), ("synced",), ("add", "ns/b", "11")]
+    assert api.watch_requests()[0].url.params["resourceVersion"] == "10"
+
+
 async def test_watch_events_and_bookmark() -> None:
     api = FakeAPI(objects=[pod("a", "5")], list_rv="10")
     api.watches.append(
