@@ -896,6 +896,12 @@ async def _measure(
     unbound = sum(1 for n in names if not final.get(n))
     if shape.init_pods_bind:
         unbound += sum(1 for n in init_names if n in final and not final[n])
+    if unbound:
+        # What the scheduler last said about each, for whoever reads a failed run.
+        left = set(names) | (set(init_names) if shape.init_pods_bind else set())
+        errors += [
+            _unbound(p) for p in all_pods.items if p.metadata.name in left and not p.spec.node_name
+        ][:5]
     bound_times = [times.bound[n] for n in names if n in times.bound]
     if launched is None:
         first = min((times.added[n] for n in names if n in times.added), default=start)
@@ -953,6 +959,18 @@ async def _measure(
         load_average=(load_start, load_end),
         churn_objects=churn_objects,
         errors=errors[:20] + placement.violations[:20],
+    )
+
+
+def _unbound(pod: Pod) -> str:
+    """A pod left unbound: its PodScheduled condition and nomination, or that it has none."""
+    said = [f"{c.reason}: {c.message}" for c in pod.status.conditions if c.type == "PodScheduled"]
+    nominated = pod.status.nominated_node_name
+    return (
+        f"pod {pod.metadata.name} left unbound ("
+        + (said[0] if said else "no PodScheduled condition")
+        + (f"; nominated to {nominated}" if nominated else "")
+        + ")"
     )
 
 

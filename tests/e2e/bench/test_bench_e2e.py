@@ -60,9 +60,9 @@ def test_small_workload_both_schedulers(tmp_path: Path) -> None:
     for r in schedulers:
         assert set(r) >= REQUIRED, REQUIRED - set(r)
         assert set(r) == FIELDS
-        assert r["overcommitted_nodes"] == 0, r["errors"]
-        assert r["unbound_pods"] == 0, r["errors"]
-        assert r["constraint_violations"] == 0, r["errors"]
+        assert r["overcommitted_nodes"] == 0, (r["scheduler"], r["errors"])
+        assert r["unbound_pods"] == 0, (r["scheduler"], r["errors"])
+        assert r["constraint_violations"] == 0, (r["scheduler"], r["errors"])
         assert (r["nodes"], r["init_pods"], r["measured_pods"]) == (100, 100, 500)
         assert r["throughput_pods_per_s"] > 0
         assert r["latency_p50_s"] <= r["latency_p99_s"]
@@ -118,7 +118,10 @@ def test_preemption_basic_by_its_upstream_name() -> None:
     for r in document["results"]:
         assert r["workload"] == "PreemptionBasic/1000Nodes"
         assert (r["nodes"], r["init_pods"], r["measured_pods"]) == (5, 20, 5)
-        assert (r["overcommitted_nodes"], r["unbound_pods"]) == (0, 0), r["errors"]
+        assert (r["overcommitted_nodes"], r["unbound_pods"]) == (0, 0), (
+            r["scheduler"],
+            r["errors"],
+        )
         assert r["pods_bound"] == r["events_written"] == 5
     [comparison] = document["comparisons"]
     assert comparison["workload"] == "PreemptionBasic/1000Nodes"
@@ -140,7 +143,10 @@ def test_scheduling_daemonset_by_its_upstream_name() -> None:
     for r in document["results"]:
         assert (r["nodes"], r["init_pods"], r["measured_pods"]) == (6, 0, 10)
         # A pod off the node it names would be a violation of its required node affinity.
-        assert (r["constraint_violations"], r["unbound_pods"]) == (0, 0), r["errors"]
+        assert (r["constraint_violations"], r["unbound_pods"]) == (0, 0), (
+            r["scheduler"],
+            r["errors"],
+        )
         assert r["pods_bound"] == r["events_written"] == 10
     [comparison] = document["comparisons"]
     assert comparison["upstream_threshold"] == 390
@@ -169,7 +175,10 @@ def test_churning_workloads_by_their_upstream_names(
     assert [r["scheduler"] for r in document["results"]] == ["kubesched", "kube-scheduler"]
     for r in document["results"]:
         assert (r["nodes"], r["init_pods"], r["measured_pods"]) == sizes
-        assert (r["overcommitted_nodes"], r["unbound_pods"]) == (0, 0), r["errors"]
+        assert (r["overcommitted_nodes"], r["unbound_pods"]) == (0, 0), (
+            r["scheduler"],
+            r["errors"],
+        )
         assert r["pods_bound"] == r["events_written"] == pods
         assert r["churn_objects"] >= churned
     [comparison] = document["comparisons"]
@@ -213,8 +222,11 @@ def test_workloads_with_claims_by_their_upstream_names(
     assert [r["scheduler"] for r in document["results"]] == schedulers
     for r in document["results"]:
         assert (r["nodes"], r["init_pods"], r["measured_pods"]) == sizes
-        assert (r["overcommitted_nodes"], r["unbound_pods"]) == (0, 0), r["errors"]
-        assert r["constraint_violations"] == 0, r["errors"]
+        assert (r["overcommitted_nodes"], r["unbound_pods"]) == (0, 0), (
+            r["scheduler"],
+            r["errors"],
+        )
+        assert r["constraint_violations"] == 0, (r["scheduler"], r["errors"])
         assert r["errors"] == []
         assert r["pods_bound"] == r["events_written"] == pods
     [comparison] = document["comparisons"]
@@ -237,8 +249,11 @@ def test_namespace_selector_anti_affinity_by_its_upstream_name() -> None:
     assert [r["scheduler"] for r in document["results"]] == ["kubesched", "kube-scheduler"]
     for r in document["results"]:
         assert (r["nodes"], r["init_pods"], r["measured_pods"]) == (10, 4, 6)
-        assert (r["overcommitted_nodes"], r["unbound_pods"]) == (0, 0), r["errors"]
-        assert r["constraint_violations"] == 0, r["errors"]
+        assert (r["overcommitted_nodes"], r["unbound_pods"]) == (0, 0), (
+            r["scheduler"],
+            r["errors"],
+        )
+        assert r["constraint_violations"] == 0, (r["scheduler"], r["errors"])
         assert r["errors"] == []
         assert r["pods_bound"] == r["events_written"] == 6
     [comparison] = document["comparisons"]

@@ -15,7 +15,9 @@ import pytest
 from click.testing import CliRunner
 
 from bench_results import e2e_result
+from builders import make_pod
 from kubesched import cluster
+from kubesched.api import PodCondition
 from kubesched.bench import BenchError, E2EFailure, E2EResult, run_e2e, workload
 from kubesched.bench import _e2e as e2e
 from kubesched.bench._retry import APIUnavailableError
@@ -286,3 +288,17 @@ def test_a_quiet_wait_with_both_alive_is_the_schedulers_own_stall(
     client = Answering()
     _explain(client)
     assert client.paths == ["/api/v1/namespaces/bench"]
+
+
+def test_a_pod_left_unbound_is_reported_with_what_the_scheduler_last_said() -> None:
+    waiting = make_pod("measured-1")
+    waiting.status.conditions = [
+        PodCondition(type="PodScheduled", status="False", reason="Unschedulable", message="0/5")
+    ]
+    waiting.status.nominated_node_name = "n2"
+    assert e2e._unbound(waiting) == (
+        "pod measured-1 left unbound (Unschedulable: 0/5; nominated to n2)"
+    )
+    assert e2e._unbound(make_pod("measured-2")) == (
+        "pod measured-2 left unbound (no PodScheduled condition)"
+    )
