@@ -405,7 +405,7 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         if not _any_unschedulable(filtered):
             # No node may do (a pod larger than any): nothing to walk node by node.
             log.debug("preemption will not help schedule pod %s on any node", pod.key)
-            return "", Status(Code.UNSCHEDULABLE, self._fit_error(pod, None, {}))
+            return "", Status(Code.UNSCHEDULABLE, self._fit_error(pod, (), {}))
         all_nodes = list(snapshot.node_infos())
         now = time.time()
         candidates, statuses, errors = self.find_candidates(state, pod, all_nodes, filtered, now)
@@ -756,13 +756,14 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         return next((c for c in candidates if c.name == name), candidates[0])
 
     def _fit_error(
-        self, pod: Pod, all_nodes: Sequence[NodeInfo] | None, statuses: dict[str, Status]
+        self, pod: Pod, all_nodes: Sequence[NodeInfo], statuses: dict[str, Status]
     ) -> str:
         """The FitError of the dry run: each tried node's status, the others not helpful
-        (``all_nodes`` ``None``: every node of the snapshot, none tried)."""
+        (``all_nodes``, the snapshot's, walked only when some node was tried)."""
         by_status: dict[int, tuple[Status, list[int]]] = {}
-        if all_nodes is None or not statuses:
-            absent = self.handle.snapshot.present_slots()
+        snapshot = self.handle.snapshot
+        if not statuses:
+            absent = snapshot.present_slots()
         else:
             untried: list[int] = []
             for info in all_nodes:
@@ -776,8 +777,7 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
         if len(absent):
             not_helpful = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_NOT_HELPFUL)
             groups.append(NodeGroup(absent, not_helpful))
-        num_all_nodes = len(self.handle.snapshot) if all_nodes is None else len(all_nodes)
-        return str(FitError(pod, Diagnosis(num_all_nodes=num_all_nodes, groups=groups)))
+        return str(FitError(pod, Diagnosis(num_all_nodes=len(snapshot), groups=groups)))
 
     # -- carrying it out -------------------------------------------------------------------------
 

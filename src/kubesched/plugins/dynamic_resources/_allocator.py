@@ -253,7 +253,7 @@ class Allocator:
             return hit
         # CEL (celpy and its parser, a third of a second) loads with the first selector asked
         # about, not with every command that imports the plugin (a scheduler serving a cluster
-        # loads it as it starts: DynamicResources).
+        # loads it as it starts: DynamicResources.prepare).
         from kubesched.plugins.dynamic_resources._cel import (  # noqa: PLC0415
             CELError,
             compile_selector,
