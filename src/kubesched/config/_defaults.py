@@ -22,7 +22,7 @@ import msgspec
 from kubesched.config._args import PLUGIN_ARGS_TYPES, decode_args
 from kubesched.config._errors import ConfigError, FieldError, child, index
 from kubesched.config._features import DEFAULT_FEATURE_GATES, FeatureGates
-from kubesched.config._plugins import default_plugins, merge_plugins
+from kubesched.config._plugins import default_plugins, enabled_plugin_names, merge_plugins
 from kubesched.config._types import (
     _EXTENSION_POINT_ATTRS,
     DEFAULT_SCHEDULER_NAME,
@@ -42,13 +42,6 @@ def args_types_for(
     if clash:
         raise ValueError(f"args types of in-tree plugins cannot be replaced: {', '.join(clash)}")
     return {**PLUGIN_ARGS_TYPES, **plugin_args_types}
-
-
-def _enabled_names(profile: KubeSchedulerProfile) -> list[str]:
-    names: set[str] = set()
-    for attr in _EXTENSION_POINT_ATTRS.values():
-        names.update(p.name for p in getattr(profile.plugins, attr).enabled)
-    return sorted(names)
 
 
 def check_user_plugins(config: KubeSchedulerConfiguration) -> list[FieldError]:
@@ -86,7 +79,7 @@ def _default_profile(
             pc.args = decode_args(args_type, pc.args, args_path, features=features, validate=False)
         except ConfigError as exc:
             errors.extend(exc.errors)
-    for name in _enabled_names(profile):
+    for name in enabled_plugin_names(profile):
         if name in configured or name not in PLUGIN_ARGS_TYPES:
             continue
         args = decode_args(PLUGIN_ARGS_TYPES[name], None, features=features, validate=False)

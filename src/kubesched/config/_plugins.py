@@ -190,6 +190,14 @@ def enabled_plugins(profile: KubeSchedulerProfile) -> EnabledPlugins:
     )
 
 
+def enabled_plugin_names(profile: KubeSchedulerProfile) -> list[str]:
+    """Every plugin the profile enables, at any extension point or ``multiPoint``, sorted."""
+    names: set[str] = set()
+    for attr in _EXTENSION_POINT_ATTRS.values():
+        names.update(p.name for p in getattr(profile.plugins, attr).enabled)
+    return sorted(names)
+
+
 def not_registered(path: str, name: str) -> FieldError:
     """kube-scheduler's error for a profile enabling a plugin it does not have."""
     return FieldError(

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TextIO
 
 from kubesched.api import freeze_loaded, gc_paused
-from kubesched.config import ConfigError, KubeSchedulerConfiguration, enabled_plugins
+from kubesched.config import ConfigError, KubeSchedulerConfiguration, enabled_plugin_names
 from kubesched.framework import Plugin, ProfileError, Registry, watched_kinds
 from kubesched.simulate._errors import SimulateError
 from kubesched.simulate._input import InputBuilder, Inputs
@@ -74,7 +74,11 @@ def load(
     plugins read are kept too (of the plugins ``config``'s profiles enable, when given)."""
     plugins: list[type[Plugin]] = []
     if registry is not None:
-        names = registry if config is None else _enabled_names(config) & set(registry)
+        names = (
+            registry
+            if config is None
+            else {n for p in config.profiles for n in enabled_plugin_names(p)} & set(registry)
+        )
         # Only these plugins' modules are imported here.
         plugins = [registry[n] for n in sorted(names)]
     builder = InputBuilder(watched_kinds(plugins))
@@ -84,17 +88,6 @@ def load(
     with gc_paused():
         builder.add_paths(paths)  # an unreadable path: InputError, a SimulateError
         return builder.finish()
-
-
-def _enabled_names(config: KubeSchedulerConfiguration) -> set[str]:
-    """The plugins some profile of ``config`` enables, at any extension point."""
-    names: set[str] = set()
-    for profile in config.profiles:
-        enabled = enabled_plugins(profile)
-        names.update(ref.name for ref in enabled.multi_point)
-        for refs in enabled.points.values():
-            names.update(ref.name for ref in refs)
-    return names
 
 
 async def _read_cluster(builder: InputBuilder, kubeconfig: str | None, *, pending: bool) -> None:
