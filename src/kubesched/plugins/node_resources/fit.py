@@ -242,10 +242,9 @@ class _LeastFree:
 
     def all_fit(self, t: NodeTable, checks: tuple[_Check, ...]) -> bool:
         """Whether every node of ``t`` passes Filter for a pod of ``checks``."""
-        least = self.least(t)
-        if least[t.resource_index[PODS]] <= 0:
+        least, index = self.least(t), t.resource_index
+        if least[index[PODS]] <= 0:
             return False
-        index = t.resource_index
         for c in checks:
             col = index.get(c.name)
             if col is None or least[col] < c.amount:
