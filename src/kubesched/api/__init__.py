@@ -4,7 +4,7 @@ Objects are ``msgspec`` structs decoded straight from the API server's JSON; see
 :mod:`kubesched.api._objects` for the fields kept.
 """
 
-from kubesched.api._decoding import freeze_loaded, gc_paused
+from kubesched.api._decoding import collect_before_loading, freeze_loaded, gc_paused
 from kubesched.api._objects import (
     DO_NOT_SCHEDULE,
     NODE_INCLUSION_POLICY_HONOR,
@@ -326,6 +326,7 @@ __all__ = [
     "claim_is_for_pod",
     "claim_reference",
     "claim_reserved_for_pod",
+    "collect_before_loading",
     "container_images",
     "ephemeral_claim_name",
     "ephemeral_volume_is_for_pod",

@@ -9,7 +9,7 @@ import signal
 from functools import partial
 from typing import Any
 
-from kubesched.api import Node, Pod, freeze_loaded
+from kubesched.api import Node, Pod, collect_before_loading, freeze_loaded
 from kubesched.config import KubeSchedulerConfiguration
 from kubesched.extender._cache import (
     WORKLOAD_PATHS,
@@ -163,6 +163,7 @@ class ExtenderService:
 
     async def run(self) -> int:
         """Serve until :meth:`stop` (SIGINT or SIGTERM in :func:`serve`)."""
+        collect_before_loading()
         await self.start()
         try:
             if self.nodes is not None and self.pods is not None:

@@ -34,6 +34,7 @@ from kubesched.api import (
     ResourceClaim,
     StorageClass,
     VolumeAttachment,
+    collect_before_loading,
     freeze_loaded,
 )
 from kubesched.config import KubeSchedulerConfiguration
@@ -393,8 +394,6 @@ class SchedulerService:
         self.frameworks = build_frameworks(
             config, registry, snapshot, client=_Binder(client), metrics=self.metrics
         )
-        for fwk in self.frameworks.values():
-            fwk.prepare()
         self.writer = _Writer(client, self.frameworks)
         recorders = self.writer.recorders
         self.metrics.count_dropped_events(lambda: {p: r.dropped for p, r in recorders.items()})
@@ -531,6 +530,11 @@ class SchedulerService:
         try:
             for r in (*self.storage, *self.context):
                 await r.wait_synced()
+            # While the pods' list is being served (the longest here): the plugins load what
+            # their first cycle would, and the set-up's garbage goes before the pods come in.
+            for fwk in self.frameworks.values():
+                fwk.prepare()
+            collect_before_loading()
             self._lookups_synced.set()
             await self.nodes.wait_synced()
             await self.pods.wait_synced()

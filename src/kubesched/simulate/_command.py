@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TextIO
 
-from kubesched.api import freeze_loaded, gc_paused
+from kubesched.api import collect_before_loading, freeze_loaded, gc_paused
 from kubesched.config import ConfigError, KubeSchedulerConfiguration, enabled_plugin_names
 from kubesched.framework import Plugin, ProfileError, Registry, watched_kinds
 from kubesched.simulate._errors import SimulateError
@@ -125,6 +125,7 @@ def run(
     t0 = time.perf_counter()
     if not files and not from_cluster:
         err.write("no -f given: simulating the built-in example (see docs/simulate.md)\n")
+    collect_before_loading()
     inputs = load(
         files, from_cluster=from_cluster, kubeconfig=kubeconfig, registry=registry, config=config
     )
