@@ -944,11 +944,32 @@ class Framework:
         return np.array(sorted(slots), dtype=np.int64)
 
     def _may_use_cache(self, num_nodes: int) -> bool:
-        """Whether Filter may come from the per-shape cache: every node is a candidate and
-        judged as it is (no sampling, no pods nominated anywhere to count in)."""
-        if self.num_feasible_nodes_to_find(num_nodes) < num_nodes:
-            return False
-        return self._nominator is None or not self._nominator.nominated_nodes()
+        """Whether Filter may come from the per-shape cache: every node is a candidate (no
+        sampling). Pods nominated to nodes are counted in by the first pass on those nodes
+        alone (:meth:`_nominated_first`); the kept verdicts are the second pass's."""
+        return self.num_feasible_nodes_to_find(num_nodes) >= num_nodes
+
+    def _nominated_first(
+        self, state: CycleState, pod: Pod, feasible: IntArray, groups: list[NodeGroup]
+    ) -> tuple[IntArray, list[NodeGroup]]:
+        """kube-scheduler's first Filter pass (nominated pods counted) on the nodes it applies
+        to, over kept verdicts of the second (``feasible``, ``groups``): a node failing it
+        gets its status instead and leaves the feasible nodes. ``feasible`` is returned as
+        given when none of its nodes failed (Score may then come from the cache too)."""
+        if self._nominator is None or not self._nominator.nominated_nodes():
+            return feasible, groups
+        first = Diagnosis()
+        self._filter_nodes_with_nominated_pods(state, pod, self.all_nodes().slots, first)
+        if not first.groups:
+            return feasible, groups
+        failed = np.zeros(len(self._snapshot.table.present), dtype=bool)
+        for g in first.groups:
+            failed[g.slots] = True
+        second = [
+            NodeGroup(rest, g.status) for g in groups if len(rest := g.slots[~failed[g.slots]])
+        ]
+        passed = ~failed[feasible]
+        return (feasible if passed.all() else feasible[passed]), [*first.groups, *second]
 
     def _cached_filter(
         self, state: CycleState, pod: Pod, diagnosis: Diagnosis
@@ -975,8 +996,8 @@ class Framework:
             scorable = False
         if entry is None:
             return None
-        feasible = entry.feasible
-        assert feasible is not None
+        assert entry.feasible is not None
+        feasible, groups = self._nominated_first(state, pod, entry.feasible, entry.groups)
         rejected: list[tuple[IntArray, Status]] = []
         if rest:
             form = Vectorized(self._snapshot, feasible)
@@ -986,7 +1007,7 @@ class Framework:
                 # The ordinary path reports it, as it always does.
                 return None
             feasible = form.remaining
-        for g in entry.groups:
+        for g in groups:
             diagnosis.add(g)
         for failed, status in rejected:
             diagnosis.add(NodeGroup(failed, status))

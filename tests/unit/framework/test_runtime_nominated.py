@@ -662,18 +662,83 @@ def test_a_kept_verdict_with_nominated_pods_stands_until_the_node_or_its_nominat
 
     assert fit() == every - {"n5"}
     assert Counted.asked == [10, 11]  # the ten with nominated pods together, then the rest
+    # The pod's shape seen twice: the pass without nominated pods comes from the per-shape
+    # cache (built now, over every node); the ten verdicts with them are kept.
     assert fit() == every - {"n5"}
-    assert Counted.asked == [11]  # the ten verdicts are kept
+    assert Counted.asked == [12]
+    assert fit() == every - {"n5"}
+    assert Counted.asked == []
     # One node's pods change, another's nominations, a third's pods without nominations: the
-    # first two are judged again with their nominated pods, one by one (they are few).
+    # cache asks again about the two whose pods changed, then the first two are judged again
+    # with their nominated pods, one by one (they are few).
     s.remove_pod(old.uid)
     nominator.pods["n4"] = [PodInfo.of(make_pod("big", memory="2Gi", priority=10))]
     s.add_pod(PodInfo.of(make_pod("busy", memory="2Gi")), "n10")
     assert fit() == every - {"n4", "n10"}
-    assert Counted.asked == [1, 1, 11]
-    # Verdicts judged one by one are kept as well.
+    assert Counted.asked == [1, 1, 1, 1]
+    # Verdicts judged one by one are kept as well (the cache asks once more about the two
+    # rows their judging wrote and put back).
     assert fit() == every - {"n4", "n10"}
-    assert Counted.asked == [11]
+    assert Counted.asked == [1, 1]
+    assert fit() == every - {"n4", "n10"}
+    assert Counted.asked == []
+
+
+def test_kept_verdicts_with_nominated_pods_counted_first_are_the_ordinary_paths() -> None:
+    """The per-shape cache's verdicts (the pass without nominated pods) under the first pass
+    on the nominated nodes: the feasible nodes and every node's status as the ordinary path
+    gives them, a node failing both passes with the first's status."""
+    s = Snapshot()
+    for i in range(7):
+        s.set_node(make_node(f"n{i}", cpu="2", memory="2Gi"))
+    fw = Framework(
+        profile_name="test",
+        registry=Registry({p.name: p for p in (Sort, Binder, LocalCpuFit, Counted)}),
+        plugins={
+            "queueSort": [("Sort", 1)],
+            "bind": [("Binder", 1)],
+            "filter": [("LocalCpuFit", 1), ("Counted", 1)],
+        },
+        snapshot=s,
+    )
+    nominator = Nominator()
+    fw.set_pod_nominator(nominator)
+
+    def pod(name: str, cpu: str, memory: str, priority: int = 10) -> Pod:
+        return make_pod(name, cpu=cpu, memory=memory, priority=priority)
+
+    # n0 fails only with its nominated pod (cpu); n1 fails both, on cpu first and on memory
+    # without it; n2 both on memory; n3 nothing; n4 a nominated pod of lower priority (not
+    # counted); n5 fails without nominations; n6 passes with its nominated pod.
+    nominator.nominate(pod("nom0", "1500m", "100Mi"), "n0")
+    nominator.nominate(pod("nom1", "1500m", "100Mi"), "n1")
+    s.add_pod(PodInfo.of(pod("on1", "100m", "1800Mi", 0)), "n1")
+    nominator.nominate(pod("nom2", "100m", "100Mi"), "n2")
+    s.add_pod(PodInfo.of(pod("on2", "100m", "1800Mi", 0)), "n2")
+    nominator.nominate(pod("nom4", "1500m", "1500Mi", 5), "n4")
+    s.add_pod(PodInfo.of(pod("on5", "1500m", "100Mi", 0)), "n5")
+    nominator.nominate(pod("nom6", "100m", "100Mi"), "n6")
+
+    def fit() -> tuple[set[str], dict[str, str]]:
+        Counted.asked.clear()
+        feasible, diagnosis = fw.find_nodes_that_fit(CycleState(), pod("p", "1", "512Mi"))
+        names = {s.table.names[slot] for slot in feasible.slots.tolist()}
+        statuses = {n: st.message for n, st in diagnosis.node_statuses(s).items()}
+        return names, statuses
+
+    ordinary = fit()
+    assert ordinary == (
+        {"n3", "n4", "n6"},
+        {
+            "n0": "Insufficient cpu",
+            "n1": "Insufficient cpu",
+            "n2": "Insufficient memory",
+            "n5": "Insufficient cpu",
+        },
+    )
+    assert fit() == ordinary
+    assert fit() == ordinary
+    assert Counted.asked == []  # every verdict kept: the ordinary path asks about every node
 
 
 class Looked(Nominator):
