@@ -263,14 +263,40 @@ def _own_requests(pod: Pod, rnd: random.Random) -> Pod:
 def test_cached_decisions_equal_uncached_ones(seed: int, order: str, requests: str) -> None:
     """With ``own`` requests no whole shape repeats: only the first Filter plugins' verdicts,
     kept by what those read of the pod, are shared."""
-    rnd = random.Random(seed)
+    _decide_alike(random.Random(seed), order, requests=requests, nominations=None)
+
+
+@pytest.mark.parametrize("order", ["default", "no-fit"])
+@pytest.mark.parametrize("seed", range(1, 9))
+def test_cached_decisions_equal_uncached_ones_while_pods_are_nominated(
+    seed: int, order: str
+) -> None:
+    """Pods nominated to nodes (of a priority some pods have and some exceed) come and go: the
+    cached side counts them in on their nodes over kept verdicts, the other runs both passes
+    on every node with nothing kept."""
+    _decide_alike(random.Random(seed), order, requests="shared", nominations=_Nominations())
+
+
+def _decide_alike(
+    rnd: random.Random,
+    order: str,
+    *,
+    requests: str,
+    nominations: _Nominations | None,
+) -> None:
+    """500 steps of node and pod changes, each pod scheduled on both sides: the same outcome."""
     config = _filters(order)
     sides = (_Side(cached=True, config=config), _Side(cached=False, config=config))
+    if nominations is not None:
+        sides[1].fw.node_verdict_key = lambda state, pod: None  # type: ignore[method-assign]
+        for side in sides:
+            side.fw.set_pod_nominator(nominations)
     nodes = {f"n{i}": _node(i, rnd) for i in range(40)}
     for side in sides:
         for n in nodes.values():
             side.snapshot.set_node(n)
     placed: list[tuple[PodInfo, str]] = []
+    nominated: list[PodInfo] = []
     next_node = len(nodes)
     scheduled = failed = 0
 
@@ -299,10 +325,20 @@ def test_cached_decisions_equal_uncached_ones(seed: int, order: str, requests: s
         elif roll < 0.16 and placed:
             info, _ = placed.pop(rnd.randrange(len(placed)))
             both(lambda s, i=info: s.snapshot.remove_pod(i.uid))
+        elif roll < 0.24 and nominations is not None:
+            if nominated and rnd.random() < 0.4:
+                nominations.drop(nominated.pop(rnd.randrange(len(nominated))).uid)
+            else:
+                pod = _pod(f"nom{step}", rnd.randrange(12))
+                pod.spec.priority = rnd.choice([0, 10])
+                nominated.append(PodInfo.of(pod))
+                nominations.nominate(nominated[-1], rnd.choice(sorted(nodes)))
         else:
             pod = _pod(f"p{step}", rnd.randrange(12))
             if requests == "own":
                 pod = _own_requests(pod, rnd)
+            if nominations is not None:
+                pod.spec.priority = rnd.choice([0, 5])
             a, b = (side.schedule(pod) for side in sides)
             _same(a, b)
             if isinstance(a, ScheduleResult):
