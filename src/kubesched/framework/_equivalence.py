@@ -50,6 +50,7 @@ from kubesched.framework._instrumented import ScoreCalls
 from kubesched.framework._interface import MAX_NODE_SCORE, MIN_NODE_SCORE, Nodes, Plugin
 from kubesched.framework._node_info import PodInfo
 from kubesched.framework._scoring import (
+    Fresh,
     ScorePlan,
     check_range,
     score_in_order,
@@ -402,6 +403,23 @@ class EquivalenceCache:
             totals = scored.total.take(feasible)
         return per_plugin, totals, scored.pick(feasible, leading, rng) if pick else -1
 
+    def rescore(
+        self, state: CycleState, pod: Pod, entry: Filtered, plan: ScorePlan, feasible: IntArray
+    ) -> tuple[dict[str, IntArray], IntArray] | None:
+        """Weighted scores per plugin and their sum over ``feasible``, some of the entry's
+        feasible nodes (those that passed the Filter pass with nominated pods counted), from
+        the raw scores :meth:`score` just brought up to date: normalized over these nodes
+        alone, as the ordinary Score loop on them gives them. ``None`` when a plugin erred."""
+        scored = entry.scored.get(plan_key(pod, plan))
+        if scored is None:
+            return None
+        form = _Some(plan, Nodes(self._snapshot, feasible), scored.raw)
+        try:
+            score_in_order(state, pod, plan.calls(state), form)
+        except ScoreError:
+            return None
+        return form.per_plugin, form.total
+
 
 class _Kept:
     """The Score loop's form over every feasible node, into the shape's scores: the plugins
@@ -440,6 +458,22 @@ class _Kept:
         weighted = self._plan.weighted(i, plugin, state, pod, self._nodes, raw)
         scored.weighted[i][feasible] = weighted
         scored.total[feasible] += weighted
+
+
+class _Some(Fresh):
+    """:class:`Fresh`'s loop over some of a shape's feasible nodes, their raw scores the kept
+    ones (a copy: NormalizeScore rescales in place)."""
+
+    __slots__ = ("_raw",)
+
+    def __init__(self, plan: ScorePlan, nodes: Nodes, raw: list[IntArray]) -> None:
+        super().__init__(plan, nodes)
+        self._raw = raw
+
+    def score(
+        self, i: int, plugin: ScoreCalls, state: CycleState, pod: Pod
+    ) -> tuple[IntArray, Status | None]:
+        return self._raw[i].take(self._nodes.slots), None
 
 
 class _Changed:

@@ -1012,19 +1012,34 @@ class Framework:
         for failed, status in rejected:
             diagnosis.add(NodeGroup(failed, status))
         self._observe("Filter", start, None)
-        # Score may come from the entry when its feasible nodes are the cycle's and it is kept
-        # by the pod's whole shape (an entry kept by less of it holds scores of other pods).
-        keep = scorable and feasible is entry.feasible
+        # Score may come from the entry when it is kept by the pod's whole shape (an entry kept
+        # by less of it holds scores of other pods) and its feasible nodes are the cycle's, or
+        # some of them (the others failed with nominated pods counted).
+        keep = scorable and not rest
         return Nodes(self._snapshot, feasible), entry if keep else None
 
     def _cached_score(
-        self, state: CycleState, pod: Pod, entry: Filtered, plugin_scores: bool
+        self, state: CycleState, pod: Pod, entry: Filtered, feasible: IntArray, plugin_scores: bool
     ) -> tuple[dict[str, IntArray], IntArray, int] | None:
         """Score from the per-shape cache, when every active Score plugin is node-local, or
         some are (the others are then asked, and their scores added): the scores, their sums,
-        and the slot of the node picked."""
+        and the slot of the node picked. ``feasible`` is the entry's feasible nodes or some of
+        them (:meth:`_nominated_first`); on some, every plugin must be node-local."""
         start = time.perf_counter()
         plan = self._score_plans.of(state.skip_score_plugins)
+        if feasible is not entry.feasible:
+            if not plan.local or (
+                self._equivalence.score(
+                    state, pod, entry, plan, self._rng, plugin_scores=False, pick=False
+                )
+                is None
+            ):
+                return None
+            some = self._equivalence.rescore(state, pod, entry, plan, feasible)
+            if some is None:
+                return None
+            self._observe("Score", start, None)
+            return some[0], some[1], self._pick(feasible, some[1])
         if plan.local:
             out = self._equivalence.score(
                 state, pod, entry, plan, self._rng, plugin_scores=plugin_scores
@@ -1136,7 +1151,11 @@ class Framework:
         status = self.run_pre_score(state, pod, feasible)
         if status is not None:
             raise ScoreError(status.plugin, status)
-        scored = None if entry is None else self._cached_score(state, pod, entry, plugin_scores)
+        scored = (
+            None
+            if entry is None
+            else self._cached_score(state, pod, entry, feasible.slots, plugin_scores)
+        )
         if scored is not None:
             per_plugin, totals, slot = scored
         else:

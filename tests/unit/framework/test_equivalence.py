@@ -624,3 +624,44 @@ def test_pods_alike_but_for_their_claims_decide_as_uncached(seed: int) -> None:
         "placed, pods nominated",
         "placed, none nominated",
     }
+
+
+def test_scores_over_the_nodes_left_by_nominated_pods_are_normalized_over_those_alone() -> None:
+    """A node failing only with a nominated pod counted leaves the kept feasible nodes; the
+    scores of a plugin that normalizes (NodeAffinity here) are normalized over the nodes left,
+    as the ordinary path computes them: n1's 30 of n0's 80 becomes the top score."""
+    nominations = _Nominations()
+    cached, plain = _Side(True, default_config()), _Side(False, default_config())
+    plain.fw.node_verdict_key = lambda state, pod: None  # type: ignore[method-assign]
+    labels = [{"disk": "ssd", "net": "fast"}, {"net": "fast"}, {}, {}]
+    for side in (cached, plain):
+        side.fw.set_pod_nominator(nominations)
+        for i, extra in enumerate(labels):
+            side.snapshot.set_node(
+                make_node(f"n{i}", cpu="4", labels={"kubernetes.io/hostname": f"n{i}", **extra})
+            )
+    nominations.nominate(PodInfo.of(make_pod("big", cpu="3500m", priority=10)), "n0")
+
+    def preferring(name: str) -> Pod:
+        def term(weight: int, key: str, value: str) -> dict[str, Any]:
+            expression = {"key": key, "operator": "In", "values": [value]}
+            return {"weight": weight, "preference": {"matchExpressions": [expression]}}
+
+        affinity = {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                term(50, "disk", "ssd"),
+                term(30, "net", "fast"),
+            ]
+        }
+        return make_pod(name, cpu="1", spec={"affinity": {"nodeAffinity": affinity}})
+
+    calls: dict[str, int] = {}
+    for i in range(3):  # the shape's entry is made on its second sight
+        if i == 2:
+            calls = _count_calls(cached, "score_nodes", "NodeAffinity")
+        a, b = cached.schedule(preferring(f"p{i}")), plain.schedule(preferring(f"p{i}"))
+        _same(a, b)
+        assert isinstance(a, ScheduleResult)
+        assert a.suggested_host == "n1"
+        assert a.plugin_scores["NodeAffinity"].max() == 200  # 100, weighted 2 by default
+    assert calls == {"NodeAffinity": 0}  # the third from the kept raw scores
