@@ -413,7 +413,7 @@ class EquivalenceCache:
         scored = entry.scored.get(plan_key(pod, plan))
         if scored is None:
             return None
-        form = _Some(plan, Nodes(self._snapshot, feasible), scored.raw)
+        form = _Subset(plan, Nodes(self._snapshot, feasible), scored.raw)
         try:
             score_in_order(state, pod, plan.calls(state), form)
         except ScoreError:
@@ -460,7 +460,7 @@ class _Kept:
         scored.total[feasible] += weighted
 
 
-class _Some(Fresh):
+class _Subset(Fresh):
     """:class:`Fresh`'s loop over some of a shape's feasible nodes, their raw scores the kept
     ones (a copy: NormalizeScore rescales in place)."""
 
