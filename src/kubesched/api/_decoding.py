@@ -39,7 +39,7 @@ def freeze_loaded() -> None:
     front end loaded before its work starts mostly lives as long as it does, and every full
     collection would walk it again (long pauses; a third of the collector's time in
     PreemptionAsync, docs/benchmarks.md). Loading leaves next to no cyclic garbage (none after
-    25,000 pods in ``kubesched run``, ten objects in simulate's 15,000), so no collection is
+    25,000 pods in ``kubesched run`` or 15,000 objects in simulate), so no collection is
     made here: :func:`collect_before_loading` made it. ``gc.unfreeze()`` undoes it,
     for a caller that goes on (tests run the front ends in their own process)."""
     gc.freeze()
