@@ -5,11 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from kube_fakes import servers
+from kube_fakes import close_servers
 
 
 @pytest.fixture(autouse=True)
 def _close_fake_servers() -> Iterator[None]:
     yield
-    while servers:
-        servers.pop().close()
+    close_servers()

@@ -59,6 +59,13 @@ servers: list[asyncio.base_events.Server] = []
 _starting: set[asyncio.Task[None]] = set()
 
 
+def close_servers() -> None:
+    """Close the servers started so far (conftest.py does after each test here; a test
+    elsewhere, importing this module under another name, does it itself)."""
+    while servers:
+        servers.pop().close()
+
+
 async def _serve(handler: Handler, request: web.BaseRequest) -> web.StreamResponse:
     seen = Request(
         request.method,

@@ -10,7 +10,7 @@ from kubesched.config import load_config_from_dict
 from kubesched.plugins import default_registry
 from kubesched.plugins.dynamic_resources import DynamicResources
 from kubesched.scheduler import SchedulerService
-from unit.kube.kube_fakes import FakeAPI, eventually, make_client, pod
+from unit.kube.kube_fakes import FakeAPI, close_servers, eventually, make_client, pod
 
 
 async def test_every_profile_is_prepared_while_the_pods_list_is_served(
@@ -34,10 +34,13 @@ async def test_every_profile_is_prepared_while_the_pods_list_is_served(
         "prepare",
         lambda self: prepared.append((self.handle.profile_name, service.pods.has_synced)),
     )
-    async with client:
-        running = asyncio.create_task(service.run())
-        await eventually(lambda: service.pods.has_synced)
-        service.stop()
-        assert await running == 0
+    try:
+        async with client:
+            running = asyncio.create_task(service.run())
+            await eventually(lambda: service.pods.has_synced)
+            service.stop()
+            assert await running == 0
+    finally:
+        close_servers()
     assert prepared == [("default-scheduler", False)]
     assert len(service.pods.store) == 1
