@@ -352,13 +352,19 @@ class EquivalenceCache:
         *,
         plugin_scores: bool = True,
         pick: bool = True,
+        within: IntArray | None = None,
     ) -> tuple[dict[str, IntArray], IntArray, int] | None:
         """Weighted scores per plugin and their sum over the entry's feasible nodes, as the
         ordinary Score loop gives them, after PreScore ran on those nodes, and the slot of the
         node picked (:meth:`_Scored.pick`; -1 and nothing drawn from ``rng`` without ``pick``);
         ``None`` when a plugin of ``plan`` is not node-local or one erred. Without
         ``plugin_scores`` the per-plugin scores are left out and the sum may be a view of the
-        cache's, valid until the next cycle."""
+        cache's, valid until the next cycle.
+
+        ``within``, some of the entry's feasible nodes (those that passed the Filter pass with
+        nominated pods counted): the kept scores brought up to date all the same, then the
+        raw ones of these nodes normalized and weighted over them alone, as the ordinary Score
+        loop on them gives them (every plugin's scores, no pick)."""
         if not plan.local:
             return None
         table = self._snapshot.table
@@ -386,6 +392,13 @@ class EquivalenceCache:
         except ScoreError:
             return None
         entry.scored[key] = scored
+        if within is not None:
+            some = _Subset(plan, Nodes(self._snapshot, within), scored.raw)
+            try:
+                score_in_order(state, pod, calls, some)
+            except ScoreError:
+                return None
+            return some.per_plugin, some.total, -1
         leading = table.is_leading(feasible)
         n = len(feasible)
         per_plugin = (
@@ -402,23 +415,6 @@ class EquivalenceCache:
         else:
             totals = scored.total.take(feasible)
         return per_plugin, totals, scored.pick(feasible, leading, rng) if pick else -1
-
-    def rescore(
-        self, state: CycleState, pod: Pod, entry: Filtered, plan: ScorePlan, feasible: IntArray
-    ) -> tuple[dict[str, IntArray], IntArray] | None:
-        """Weighted scores per plugin and their sum over ``feasible``, some of the entry's
-        feasible nodes (those that passed the Filter pass with nominated pods counted), from
-        the raw scores :meth:`score` just brought up to date: normalized over these nodes
-        alone, as the ordinary Score loop on them gives them. ``None`` when a plugin erred."""
-        scored = entry.scored.get(plan_key(pod, plan))
-        if scored is None:
-            return None
-        form = _Subset(plan, Nodes(self._snapshot, feasible), scored.raw)
-        try:
-            score_in_order(state, pod, plan.calls(state), form)
-        except ScoreError:
-            return None
-        return form.per_plugin, form.total
 
 
 class _Kept:

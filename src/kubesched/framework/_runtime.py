@@ -1028,14 +1028,7 @@ class Framework:
         start = time.perf_counter()
         plan = self._score_plans.of(state.skip_score_plugins)
         if feasible is not entry.feasible:
-            if not plan.local or (
-                self._equivalence.score(
-                    state, pod, entry, plan, self._rng, plugin_scores=False, pick=False
-                )
-                is None
-            ):
-                return None
-            some = self._equivalence.rescore(state, pod, entry, plan, feasible)
+            some = self._equivalence.score(state, pod, entry, plan, self._rng, within=feasible)
             if some is None:
                 return None
             self._observe("Score", start, None)
