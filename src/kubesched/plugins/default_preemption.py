@@ -842,8 +842,11 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
                 node,
                 "ok" if ok else "error",
             )
-            if not ok:
-                # The pod could wait in unschedulablePods for an event that never comes.
+            snapshot = handle.snapshot
+            if not ok or all(snapshot.pod_info(v.metadata.uid) is None for v in victims):
+                # The pod could wait in unschedulablePods for an event that never comes: after
+                # an error, or when every victim's deletion reached the queue already, while the
+                # pod was held here or in flight (kubernetes#141694).
                 handle.activate([pod])
 
     async def wait_for_evictions(self) -> None:

@@ -168,11 +168,13 @@ class Hold(PermitPlugin):
 
 
 class Evictor:
-    """The front end's side of an eviction, recorded; deleted pods leave the snapshot."""
+    """The front end's side of an eviction, recorded; deleted pods leave the snapshot, except
+    the ``graceful`` ones (their deletion not seen yet when the eviction returns)."""
 
     def __init__(self, snapshot: Snapshot, fail: Sequence[str] = ()) -> None:
         self.snapshot = snapshot
         self.fail = set(fail)
+        self.graceful: set[str] = set()
         self.evicted: list[str] = []
         self.events: list[tuple[str, str, str]] = []
         self.cleared: list[str] = []
@@ -182,7 +184,8 @@ class Evictor:
         if victim.metadata.name in self.fail:
             raise RuntimeError(f"cannot delete {victim.metadata.name}")
         self.evicted.append(victim.metadata.name)
-        self.snapshot.remove_pod(victim.metadata.uid)
+        if victim.metadata.name not in self.graceful:
+            self.snapshot.remove_pod(victim.metadata.uid)
 
     def preempted(self, victim: Pod, preemptor: Pod, node: str, profile: str) -> None:
         note = f"Preempted by pod {preemptor.metadata.uid} on node {node}"
@@ -1069,6 +1072,29 @@ async def test_preempt_evicts_victims_and_clears_lower_nominations() -> None:
         ("p1.2", "Preempted by pod p on node node1", "default-scheduler"),
     ]
     assert env.evictor.cleared == ["lower"]
+    # The victims' deletions reached the snapshot before their evictions returned, so no event
+    # is left to bring the preemptor back: the end of its preemption does.
+    assert env.activator.activated == ["p"]
+
+
+async def test_a_victim_still_counted_leaves_the_preemptor_to_its_deletion_event() -> None:
+    """A victim still in the snapshot when the evictions return (deleted gracefully, say): its
+    deletion event is still to come and requeues the preemptor then; activating it now would
+    only run a cycle that counts the victim."""
+    pods = [
+        pod("a", node_name="node1", priority=LOW, res=SMALL),
+        pod("b", node_name="node1", priority=LOW, res=SMALL),
+    ]
+    env = Env([node("node1", MEDIUM)], pods)
+    env.evictor.graceful = {"b"}
+    p = pod("p", priority=HIGH, res=MEDIUM)
+    assert env.fw.run_post_filter(env.state_for(p), p, {"node1": UNSCHEDULABLE}) == (
+        "node1",
+        None,
+    )
+    await env.plugin.wait_for_evictions()
+    assert sorted(env.evictor.evicted) == ["a", "b"]
+    assert env.fw.run_pre_enqueue(p) is None
     assert env.activator.activated == []
 
 

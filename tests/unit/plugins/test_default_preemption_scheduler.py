@@ -92,7 +92,11 @@ class Cluster:
 
 
 def setup(
-    nodes: list[Any], pods: list[Pod], profile: Mapping[str, Any] | None = None
+    nodes: list[Any],
+    pods: list[Pod],
+    profile: Mapping[str, Any] | None = None,
+    *,
+    cluster: Cluster | None = None,
 ) -> tuple[Cluster, Scheduler, SchedulingQueue, Clock, DefaultPreemption | None]:
     config = load_config_from_dict(
         {
@@ -101,7 +105,7 @@ def setup(
             "profiles": [{"schedulerName": "default-scheduler", **(profile or {})}],
         }
     )
-    cluster = Cluster()
+    cluster = cluster or Cluster()
     snapshot = Snapshot()
     frameworks = build_frameworks(
         config, default_registry(), snapshot, client=cluster, rng=random.Random(3)
@@ -215,6 +219,46 @@ async def test_disabling_the_plugin_turns_preemption_off() -> None:
         None,
     )
     assert "low" in cluster.pods
+
+
+class _DeletedMeanwhile(Cluster):
+    """The victims of the first eviction are all deleted at once, as if by someone else: the
+    evictions after it find theirs gone (NotFound), with no deletion event of their own."""
+
+    async def evict(self, victim: Pod, preemptor: Pod) -> None:
+        node = victim.spec.node_name
+        for other in [p for p in self.pods.values() if p.spec.node_name == node]:
+            if other.metadata.uid != preemptor.metadata.uid:
+                await super().evict(other, preemptor)
+
+
+async def test_a_preemptor_whose_victims_went_while_it_was_held_is_not_left_waiting() -> None:
+    """Every victim's deletion reaches the queue while the preemptor is held at PreEnqueue, and
+    the last eviction finds its victim gone: no event is left to requeue the preemptor, so the
+    end of its preemption does (kubernetes#141694)."""
+    cluster = _DeletedMeanwhile()
+    nodes = [make_node("node1", cpu="2")]
+    lows = [pod("low1", 10, "node1"), pod("low2", 0, "node1")]
+    _, scheduler, queue, clock, plugin = setup(nodes, lows, cluster=cluster)
+    assert plugin is not None
+    cluster.create(make_pod("p", cpu="2", priority=100, uid="p"))
+    qpi = queue.try_pop()
+    assert qpi is not None
+    assert scheduler.schedule_one(qpi).reason == "Unschedulable"
+    assert cluster.failures["p"][1] == "node1"
+    cluster.set_nominated("p", "node1")
+
+    await plugin.wait_for_evictions()
+    assert not cluster.pods.keys() & {"low1", "low2"}
+    assert not plugin.is_pod_running_preemption("p")
+    assert queue.where("p") in ("active", "backoff")
+    clock.now += 20
+    queue.flush_backoff_completed()
+    again = queue.try_pop()
+    assert again is not None
+    assert again.pod.metadata.name == "p"
+    outcome = scheduler.schedule_one(again)
+    assert (outcome.reason, outcome.node) == ("Assumed", "node1")
 
 
 # --- what `kubesched run` sends to the API server -------------------------------------------
