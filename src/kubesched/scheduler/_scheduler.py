@@ -165,8 +165,10 @@ class Scheduler:
     def on_pod_update(self, old: Pod, new: Pod) -> None:
         if new.spec.node_name:
             if not old.spec.node_name:
-                # Bound (by us, or by someone else): it leaves the queue and counts on its node.
-                self.queue.delete(old)
+                # Bound (by us, or by someone else): it leaves the queue, as a deletion of the
+                # pending pod (the room a nomination held is free), and counts on its node.
+                if self.responsible_for(old):
+                    self._pending_pod_gone(old)
                 self.cache.add_pod(new)
                 self.queue.assigned_pod_added(new)
             else:
@@ -190,6 +192,10 @@ class Scheduler:
             self.cache.remove_pod(pod)
             self.queue.assigned_pod_deleted(pod)
             return
+        self._pending_pod_gone(pod)
+
+    def _pending_pod_gone(self, pod: Pod) -> None:
+        """``deletePodFromSchedulingQueue``: a pending pod was deleted or bound."""
         self.queue.delete(pod)
         fwk = self.profiles.get(pod.spec.scheduler_name)
         if fwk is None:
@@ -394,6 +400,10 @@ class Scheduler:
     ) -> None:
         """Undo the assumption and Reserve, and put the pod back in the queue."""
         pod = qpi.pod
+        # The events below carry the pod as it was counted, on its node (``assumedPod``): the
+        # plugins' hints skip a deleted pod that was on no node.
+        counted = self.cache.snapshot.pod_info(pod.metadata.uid)
+        assumed = counted.pod if counted is not None else pod
         fwk.run_unreserve(state, pod, host)
         try:
             self.cache.forget_pod(pod.metadata.uid)
@@ -407,7 +417,7 @@ class Scheduler:
         rejected = status.is_rejected()
         if freed and not rejected:
             # The resources the pod held may let others fit.
-            self.queue.assigned_pod_deleted(pod)
+            self.queue.assigned_pod_deleted(assumed)
         message = status.message
         if rejected:
             _set_rejector(qpi, status)
@@ -418,7 +428,7 @@ class Scheduler:
             # After the pod is back in the queue, and not for the pod itself: a rejection at
             # Permit must not be undone by the room the pod freed (``handleBindingCycleError``).
             uid = pod.metadata.uid
-            self.queue.assigned_pod_deleted(pod, lambda p: p.metadata.uid != uid)
+            self.queue.assigned_pod_deleted(assumed, lambda p: p.metadata.uid != uid)
 
     def _fail(
         self,

@@ -17,6 +17,7 @@ from kubesched.framework import Snapshot, build_frameworks
 from kubesched.kube import EventV1, NotFound
 from kubesched.plugins import default_registry
 from kubesched.plugins.default_preemption import DefaultPreemption
+from kubesched.plugins.gang import GROUP_LABEL, MIN_AVAILABLE_LABEL
 from kubesched.scheduler import Cache, Scheduler, SchedulingQueue
 
 
@@ -257,6 +258,42 @@ async def test_a_preemptor_whose_victims_went_while_it_was_held_is_not_left_wait
     again = queue.try_pop()
     assert again is not None
     assert again.pod.metadata.name == "p"
+    outcome = scheduler.schedule_one(again)
+    assert (outcome.reason, outcome.node) == ("Assumed", "node1")
+
+
+async def test_a_preemptor_whose_last_victim_waited_at_permit_is_retried_once_it_is_gone() -> None:
+    """The last victim is a gang member waiting at Permit: rejected in memory, it is still
+    counted when the preemption ends, and leaves when its binding cycle fails. That event
+    carries it on its node, so the preemptor is retried then."""
+    cluster, scheduler, queue, clock, plugin = setup(
+        [make_node("node1", cpu="2")],
+        [pod("v1", 10, "node1")],
+        {"plugins": {"multiPoint": {"enabled": [{"name": "PodGroup"}]}}},
+    )
+    assert plugin is not None
+    gang = {GROUP_LABEL: "g", MIN_AVAILABLE_LABEL: "2"}
+    cluster.create(make_pod("v2", cpu="1", priority=0, uid="v2", labels=gang))
+    qpi = queue.try_pop()
+    assert qpi is not None
+    assert scheduler.schedule_one(qpi).reason == "Assumed"  # waits at Permit for its gang
+    cluster.create(make_pod("p", cpu="2", priority=100, uid="p"))
+    qpi = queue.try_pop()
+    assert qpi is not None
+    assert scheduler.schedule_one(qpi).reason == "Unschedulable"
+    assert cluster.failures["p"][1] == "node1"
+    cluster.set_nominated("p", "node1")
+
+    await plugin.wait_for_evictions()
+    await scheduler.drain()  # v2's binding cycle ends, rejected
+    assert scheduler.cache.pod_count == 0
+    assert queue.where("p") in ("active", "backoff")
+    clock.now += 20
+    queue.flush_backoff_completed()
+    again = queue.try_pop()
+    while again is not None and again.pod.metadata.name != "p":
+        again = queue.try_pop()
+    assert again is not None
     outcome = scheduler.schedule_one(again)
     assert (outcome.reason, outcome.node) == ("Assumed", "node1")
 

@@ -108,6 +108,78 @@ def test_a_failed_bind_forgets_the_assumed_pod() -> None:
     asyncio.run(main())
 
 
+def test_a_failed_binding_retries_the_pods_its_assumption_kept_out() -> None:
+    """The event of a failed binding carries the pod on the node it was assumed to, as
+    kube-scheduler's ``handleBindingCycleError`` does: NodeResourcesFit's hint skips a deleted
+    pod that was on no node, and the pod kept out would wait for the five-minute flush."""
+
+    async def main() -> None:
+        cluster = MemoryCluster()
+        scheduler = _scheduler(cluster)
+        queue = scheduler.queue
+        first = make_pod("first", cpu="4")
+        cluster.add(first)
+        scheduler.on_pod_add(first)
+        qpi = queue.try_pop()
+        assert qpi is not None
+        assert scheduler.schedule_one(qpi).node == "n1"  # assumed; its binding not run yet
+        second = make_pod("second", cpu="4")
+        cluster.add(second)
+        scheduler.on_pod_add(second)
+        qpi = queue.try_pop()
+        assert qpi is not None
+        assert scheduler.schedule_one(qpi).reason == "Unschedulable"
+        assert queue.where(second.metadata.uid) == "unschedulable"
+        del cluster.pods[first.key]  # deleted before its binding: the API server refuses it
+        await scheduler.drain()
+        assert scheduler.cache.pod_count == 0
+        assert queue.where(second.metadata.uid) in ("active", "backoff")
+
+    asyncio.run(main())
+
+
+def test_a_nominated_pod_bound_frees_its_room_for_lower_priority_pods() -> None:
+    """A pending pod that gets bound leaves the queue as a deleted one (kube-scheduler's
+    unscheduled-pod informer sees it go): the room its nomination held on a node is free, and
+    the lower-priority pods it kept out are retried."""
+
+    async def main() -> None:
+        cluster = MemoryCluster()
+        scheduler = _scheduler(cluster)
+        scheduler.on_node_add(make_node("n2", cpu="4"))
+        queue = scheduler.queue
+        high = make_pod("high", cpu="4", priority=100)
+        high = msgspec.structs.replace(
+            high, status=msgspec.structs.replace(high.status, nominated_node_name="n1")
+        )
+        cluster.add(high)
+        scheduler.on_pod_add(high)
+        scheduler.on_node_add(make_node("n3", cpu="1"))
+        held = queue.try_pop()  # in flight, nominated to n1
+        assert held is not None
+        assert held.pod.metadata.name == "high"
+        # n2 is taken by another scheduler's pod; n1 is held for the nominated pod.
+        other = make_pod("other", cpu="4", node_name="n2")
+        scheduler.on_pod_add(other)
+        low = make_pod("low", cpu="4", priority=0)
+        cluster.add(low)
+        scheduler.on_pod_add(low)
+        qpi = queue.try_pop()
+        assert qpi is not None
+        assert scheduler.schedule_one(qpi).reason == "Unschedulable"
+        assert queue.where(low.metadata.uid) == "unschedulable"
+        # Bound to n3 by someone else: the room held on n1 is free now.
+        queue.done(held.pod.metadata.uid)
+        bound = msgspec.structs.replace(
+            high, spec=msgspec.structs.replace(high.spec, node_name="n3")
+        )
+        scheduler.on_pod_update(high, bound)
+        assert queue.nominated_node(high.metadata.uid) is None
+        assert queue.where(low.metadata.uid) in ("active", "backoff")
+
+    asyncio.run(main())
+
+
 def _bare_node(name: str) -> Node:
     """A node as a kubelet registers it, before its first status update."""
     return msgspec.convert({"metadata": {"name": name, "uid": f"node-{name}"}}, Node)
