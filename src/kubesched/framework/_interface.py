@@ -402,6 +402,9 @@ class QueuedPodInfo:
     gate_keys: frozenset[Hashable] | None = None
     #: The scheduling cycle (pop count) of the pod's latest attempt.
     cycle: int = 0
+    #: When the UnschedulableTimeout flush last reached the pod (``FlushTimestamp``): a pod it
+    #: leaves gated is reached again a whole period later, its ``timestamp`` kept for the order.
+    flushed: float = 0.0
 
     @property
     def pod(self) -> Pod:

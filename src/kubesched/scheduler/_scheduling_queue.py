@@ -476,13 +476,19 @@ class SchedulingQueue:
         self._report()
 
     def flush_unschedulable_leftover(self) -> None:
-        """Pods in unschedulablePods for longer than the maximum go to activeQ or backoffQ."""
+        """Pods in unschedulablePods for longer than the maximum go to activeQ or backoffQ.
+
+        Gated pods too, if their PreEnqueue lets them now (kubernetes#139162): a gate lifted
+        with no event of its plugin's would otherwise hold its pod for good."""
         now = self._clock()
+        limit = self._max_in_unschedulable
         stale = [
             (q.pod.metadata.uid, q)
             for q in self._unschedulable_pods.pod_infos()
-            if now - q.timestamp > self._max_in_unschedulable
+            if now - max(q.timestamp, q.flushed) > limit
         ]
+        for _, q in stale:
+            q.flushed = now
         if stale:
             self._move_pods(stale, EVENT_UNSCHEDULABLE_TIMEOUT, None, None)
         self._report()
@@ -812,13 +818,14 @@ class SchedulingQueue:
         keyed = self._keyed_gates
         held: dict[str, Container[str]] = {}
         counted = 0
+        flush = event == EVENT_UNSCHEDULABLE_TIMEOUT
         for uid, qpi in pods:
             if location.get(uid) is not waiting:
                 continue
             gated_by = qpi.gated_by
             if gated_by:
-                if not matching[gated_by]:
-                    # Only the gating plugin's events can lift its gate.
+                if not matching[gated_by] and not flush:
+                    # Only the gating plugin's events can lift its gate (and the flush).
                     continue
                 if in_place and gated_by not in keyed:
                     holding = held.get(gated_by)

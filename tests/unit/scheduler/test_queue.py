@@ -618,10 +618,18 @@ def test_gated_pod_waits_until_its_gates_are_removed() -> None:
     assert q.counts() == {ACTIVE: 0, BACKOFF: 0, UNSCHEDULABLE: 0, GATED: 1}
     assert q.try_pop() is None
     q.move_all_to_active_or_backoff(NODE_ADD)
+    assert len(checked) == 1  # the gates are not checked again for events the gate ignores
     clock.step(400)
-    q.flush_unschedulable_leftover()  # the wildcard does not lift a gate
+    q.flush_unschedulable_leftover()  # the flush asks again: the gates are still there
     assert q.where(uid(pod)) == GATED
-    assert len(checked) == 1  # nor are the gates checked again for events the gate ignores
+    assert len(checked) == 2
+    clock.step(30)
+    q.flush_unschedulable_leftover()  # not at every flush: a whole period later
+    assert len(checked) == 2
+    clock.step(300)
+    q.flush_unschedulable_leftover()
+    assert len(checked) == 3
+    assert q.where(uid(pod)) == GATED
     q.update(pod, relabel(pod, x="y"))  # an update that keeps the gate
     assert q.where(uid(pod)) == GATED
     ungated = with_spec(pod, scheduling_gates=[])
@@ -632,6 +640,33 @@ def test_gated_pod_waits_until_its_gates_are_removed() -> None:
     assert qpi.attempts == 1
     # The first attempt is timed from when the gate lifted, not from creation.
     assert qpi.initial_attempt_timestamp == clock()
+
+
+def test_a_gate_lifted_with_no_event_lets_its_pod_go_at_the_flush() -> None:
+    """A PreEnqueue plugin whose gate lifts with no event it registered (a bug of its hints, a
+    race of its own) would hold the pod for good: the five-minute flush asks it again
+    (kubernetes#139162)."""
+    holding = {"stuck"}
+
+    def gate(pod: Pod, gating: str) -> Status | None:
+        if pod.metadata.name in holding:
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "held", plugin="Gate")
+        return None
+
+    clock = FakeClock()
+    q = make_queue(clock, {"Gate": [ClusterEventWithHint(NODE_ADD)]}, pre_enqueue=gate)
+    pod = make_pod("stuck")
+    q.add(pod)
+    assert q.where(uid(pod)) == GATED
+    holding.clear()  # lifted silently
+    q.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_DELETE)  # not the gate's event
+    assert q.where(uid(pod)) == GATED
+    clock.step(299)
+    q.flush_unschedulable_leftover()
+    assert q.where(uid(pod)) == GATED
+    clock.step(2)
+    q.flush_unschedulable_leftover()
+    assert q.where(uid(pod)) in (ACTIVE, BACKOFF)
 
 
 def test_pre_enqueue_that_raises_gates_until_any_event() -> None:
