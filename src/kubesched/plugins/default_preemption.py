@@ -268,7 +268,13 @@ class _DryRunError(Exception):
 
 class _RunningPreemptions(Container[str]):
     """The preemptors whose preemption is still running, by UID (``IsPodRunningPreemption``
-    as a container: the queue asks it for each gated pod an event reaches)."""
+    as a container: the queue asks it for each gated pod an event reaches).
+
+    Once only the last victim is left, the preemption counts as done as soon as the snapshot
+    shows that victim gone or being deleted, as upstream reads its informer. Its eviction having
+    returned is not enough: until the snapshot shows it, a cycle of the preemptor would still
+    count the victim and preempt it again (finding it gone), so the preemptor stays held until
+    the victim's deletion is seen, as it would be had that event come before the answer."""
 
     __slots__ = ("_handle", "_last_victim", "_preempting")
 
@@ -276,26 +282,42 @@ class _RunningPreemptions(Container[str]):
         self._handle = handle
         #: Preemptors whose victims are being evicted in the background.
         self._preempting: set[str] = set()
-        #: Preemptor UID -> UID of the last victim, once only that one is left to evict.
+        #: Preemptor UID -> UID of the last victim, once only that one is left to evict (kept
+        #: after the preemption ends, until the snapshot shows the victim go).
         self._last_victim: dict[str, str] = {}
 
     def start(self, uid: str) -> None:
         self._preempting.add(uid)
+        self._last_victim.pop(uid, None)
+        # Preemptors deleted while held are never asked again: their victims go meanwhile.
+        for gone in [u for u, v in self._last_victim.items() if not self._counted(v)]:
+            del self._last_victim[gone]
 
     def last_victim_left(self, uid: str, victim_uid: str) -> None:
         self._last_victim[uid] = victim_uid
 
-    def finish(self, uid: str) -> None:
+    def finish(self, uid: str, *, evicted: bool) -> None:
+        """The preemption ended; ``evicted``: its last victim's eviction went through, so the
+        preemptor stays held until the snapshot shows that victim go."""
         self._preempting.discard(uid)
-        self._last_victim.pop(uid, None)
+        if not evicted:
+            self._last_victim.pop(uid, None)
 
     def __contains__(self, uid: object) -> bool:
-        if uid not in self._preempting:
+        if not isinstance(uid, str):
             return False
         last = self._last_victim.get(uid)
         if last is None:
+            return uid in self._preempting
+        if self._counted(last):
             return True
-        victim = self._handle.snapshot.pod_info(last)
+        if uid not in self._preempting:
+            del self._last_victim[uid]
+        return False
+
+    def _counted(self, victim_uid: str) -> bool:
+        """The victim is still in the snapshot, and not being deleted."""
+        victim = self._handle.snapshot.pod_info(victim_uid)
         return victim is not None and victim.pod.metadata.deletion_timestamp is None
 
 
@@ -835,7 +857,7 @@ class DefaultPreemption(PostFilterPlugin, PreEnqueuePlugin, EnqueueExtensions):
                     log.error("preempting %s for %s failed: %s", last.key, pod.key, e)
                     ok = False
         finally:
-            self._running_preemptions.finish(uid)
+            self._running_preemptions.finish(uid, evicted=ok)
             log.info(
                 "preemption for pod %s on node %s finished (%s)",
                 pod.key,

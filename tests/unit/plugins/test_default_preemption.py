@@ -1077,16 +1077,18 @@ async def test_preempt_evicts_victims_and_clears_lower_nominations() -> None:
     assert env.activator.activated == ["p"]
 
 
-async def test_a_victim_still_counted_leaves_the_preemptor_to_its_deletion_event() -> None:
-    """A victim still in the snapshot when the evictions return (deleted gracefully, say): its
-    deletion event is still to come and requeues the preemptor then; activating it now would
-    only run a cycle that counts the victim."""
+@pytest.mark.parametrize("seen", ["deleted", "terminating"])
+async def test_a_preemptor_is_held_until_its_last_victim_is_seen_going(seen: str) -> None:
+    """Evictions that returned before the snapshot shows their victims go (the watch events
+    still on their way): the preemptor stays held, as it would be had those events come first,
+    and is not activated; a cycle now would count the victims and preempt them again. Held until
+    the last victim is seen deleted or being deleted."""
     pods = [
         pod("a", node_name="node1", priority=LOW, res=SMALL),
         pod("b", node_name="node1", priority=LOW, res=SMALL),
     ]
     env = Env([node("node1", MEDIUM)], pods)
-    env.evictor.graceful = {"b"}
+    env.evictor.graceful = {"a", "b"}
     p = pod("p", priority=HIGH, res=MEDIUM)
     assert env.fw.run_post_filter(env.state_for(p), p, {"node1": UNSCHEDULABLE}) == (
         "node1",
@@ -1094,8 +1096,19 @@ async def test_a_victim_still_counted_leaves_the_preemptor_to_its_deletion_event
     )
     await env.plugin.wait_for_evictions()
     assert sorted(env.evictor.evicted) == ["a", "b"]
-    assert env.fw.run_pre_enqueue(p) is None
+    assert env.fw.run_pre_enqueue(p) is not None
     assert env.activator.activated == []
+    for victim in pods:
+        env.snapshot.remove_pod(victim.metadata.uid)
+        if seen == "terminating":
+            going = msgspec.structs.replace(
+                victim,
+                metadata=msgspec.structs.replace(
+                    victim.metadata, deletion_timestamp="2026-01-01T00:00:00Z"
+                ),
+            )
+            env.snapshot.add_pod(PodInfo.of(going), "node1")
+    assert env.fw.run_pre_enqueue(p) is None
 
 
 async def test_preempt_with_policy_never_evicts_nothing() -> None:
