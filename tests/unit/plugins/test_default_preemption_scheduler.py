@@ -222,6 +222,28 @@ async def test_disabling_the_plugin_turns_preemption_off() -> None:
     assert "low" in cluster.pods
 
 
+def _preempt_for(cluster: Cluster, scheduler: Scheduler, queue: SchedulingQueue) -> None:
+    """A preemptor ``p`` of 2 CPUs fails its first attempt and is nominated to node1."""
+    cluster.create(make_pod("p", cpu="2", priority=100, uid="p"))
+    qpi = queue.try_pop()
+    assert qpi is not None
+    assert scheduler.schedule_one(qpi).reason == "Unschedulable"
+    assert cluster.failures["p"][1] == "node1"
+    cluster.set_nominated("p", "node1")  # the status write, seen by the informer
+
+
+def _placed_again(scheduler: Scheduler, queue: SchedulingQueue, clock: Clock) -> None:
+    """Once backoff is over, ``p`` is popped (after the pods ahead of it) and lands on node1."""
+    clock.now += 20
+    queue.flush_backoff_completed()
+    again = queue.try_pop()
+    while again is not None and again.pod.metadata.name != "p":
+        again = queue.try_pop()
+    assert again is not None
+    outcome = scheduler.schedule_one(again)
+    assert (outcome.reason, outcome.node) == ("Assumed", "node1")
+
+
 class _DeletedMeanwhile(Cluster):
     """The victims of the first eviction are all deleted at once, as if by someone else: the
     evictions after it find theirs gone (NotFound), with no deletion event of their own."""
@@ -242,24 +264,13 @@ async def test_a_preemptor_whose_victims_went_while_it_was_held_is_not_left_wait
     lows = [pod("low1", 10, "node1"), pod("low2", 0, "node1")]
     _, scheduler, queue, clock, plugin = setup(nodes, lows, cluster=cluster)
     assert plugin is not None
-    cluster.create(make_pod("p", cpu="2", priority=100, uid="p"))
-    qpi = queue.try_pop()
-    assert qpi is not None
-    assert scheduler.schedule_one(qpi).reason == "Unschedulable"
-    assert cluster.failures["p"][1] == "node1"
-    cluster.set_nominated("p", "node1")
+    _preempt_for(cluster, scheduler, queue)
 
     await plugin.wait_for_evictions()
     assert not cluster.pods.keys() & {"low1", "low2"}
     assert not plugin.is_pod_running_preemption("p")
     assert queue.where("p") in ("active", "backoff")
-    clock.now += 20
-    queue.flush_backoff_completed()
-    again = queue.try_pop()
-    assert again is not None
-    assert again.pod.metadata.name == "p"
-    outcome = scheduler.schedule_one(again)
-    assert (outcome.reason, outcome.node) == ("Assumed", "node1")
+    _placed_again(scheduler, queue, clock)
 
 
 async def test_a_preemptor_whose_last_victim_waited_at_permit_is_retried_once_it_is_gone() -> None:
@@ -277,25 +288,13 @@ async def test_a_preemptor_whose_last_victim_waited_at_permit_is_retried_once_it
     qpi = queue.try_pop()
     assert qpi is not None
     assert scheduler.schedule_one(qpi).reason == "Assumed"  # waits at Permit for its gang
-    cluster.create(make_pod("p", cpu="2", priority=100, uid="p"))
-    qpi = queue.try_pop()
-    assert qpi is not None
-    assert scheduler.schedule_one(qpi).reason == "Unschedulable"
-    assert cluster.failures["p"][1] == "node1"
-    cluster.set_nominated("p", "node1")
+    _preempt_for(cluster, scheduler, queue)
 
     await plugin.wait_for_evictions()
     await scheduler.drain()  # v2's binding cycle ends, rejected
     assert scheduler.cache.pod_count == 0
     assert queue.where("p") in ("active", "backoff")
-    clock.now += 20
-    queue.flush_backoff_completed()
-    again = queue.try_pop()
-    while again is not None and again.pod.metadata.name != "p":
-        again = queue.try_pop()
-    assert again is not None
-    outcome = scheduler.schedule_one(again)
-    assert (outcome.reason, outcome.node) == ("Assumed", "node1")
+    _placed_again(scheduler, queue, clock)
 
 
 # --- what `kubesched run` sends to the API server -------------------------------------------

@@ -9,12 +9,12 @@ import msgspec
 import pytest
 
 from builders import make_node, make_pod
-from kubesched.api import Node
+from kubesched.api import Node, Pod
 from kubesched.bench import MemoryCluster
 from kubesched.config import default_config
 from kubesched.framework import Snapshot, build_frameworks
 from kubesched.plugins import default_registry
-from kubesched.scheduler import Cache, Scheduler, SchedulerMetrics, SchedulingQueue
+from kubesched.scheduler import Cache, Outcome, Scheduler, SchedulerMetrics, SchedulingQueue
 from kubesched.scheduler import _scheduler as scheduler_module
 
 
@@ -108,6 +108,16 @@ def test_a_failed_bind_forgets_the_assumed_pod() -> None:
     asyncio.run(main())
 
 
+def _attempt(cluster: MemoryCluster, scheduler: Scheduler, pod: Pod) -> Outcome:
+    """A new pending pod and its first attempt (the queue holds nothing ahead of it)."""
+    cluster.add(pod)
+    scheduler.on_pod_add(pod)
+    qpi = scheduler.queue.try_pop()
+    assert qpi is not None
+    assert qpi.pod is pod
+    return scheduler.schedule_one(qpi)
+
+
 def test_a_failed_binding_retries_the_pods_its_assumption_kept_out() -> None:
     """The event of a failed binding carries the pod on the node it was assumed to, as
     kube-scheduler's ``handleBindingCycleError`` does: NodeResourcesFit's hint skips a deleted
@@ -118,17 +128,9 @@ def test_a_failed_binding_retries_the_pods_its_assumption_kept_out() -> None:
         scheduler = _scheduler(cluster)
         queue = scheduler.queue
         first = make_pod("first", cpu="4")
-        cluster.add(first)
-        scheduler.on_pod_add(first)
-        qpi = queue.try_pop()
-        assert qpi is not None
-        assert scheduler.schedule_one(qpi).node == "n1"  # assumed; its binding not run yet
+        assert _attempt(cluster, scheduler, first).node == "n1"  # assumed; not bound yet
         second = make_pod("second", cpu="4")
-        cluster.add(second)
-        scheduler.on_pod_add(second)
-        qpi = queue.try_pop()
-        assert qpi is not None
-        assert scheduler.schedule_one(qpi).reason == "Unschedulable"
+        assert _attempt(cluster, scheduler, second).reason == "Unschedulable"
         assert queue.where(second.metadata.uid) == "unschedulable"
         del cluster.pods[first.key]  # deleted before its binding: the API server refuses it
         await scheduler.drain()
@@ -162,11 +164,7 @@ def test_a_nominated_pod_bound_frees_its_room_for_lower_priority_pods() -> None:
         other = make_pod("other", cpu="4", node_name="n2")
         scheduler.on_pod_add(other)
         low = make_pod("low", cpu="4", priority=0)
-        cluster.add(low)
-        scheduler.on_pod_add(low)
-        qpi = queue.try_pop()
-        assert qpi is not None
-        assert scheduler.schedule_one(qpi).reason == "Unschedulable"
+        assert _attempt(cluster, scheduler, low).reason == "Unschedulable"
         assert queue.where(low.metadata.uid) == "unschedulable"
         # Bound to n3 by someone else: the room held on n1 is free now.
         queue.done(held.pod.metadata.uid)
