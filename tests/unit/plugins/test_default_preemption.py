@@ -1111,6 +1111,29 @@ async def test_a_preemptor_is_held_until_its_last_victim_is_seen_going(seen: str
     assert env.fw.run_pre_enqueue(p) is None
 
 
+async def test_a_held_preemptor_deleted_before_it_is_asked_again_is_forgotten() -> None:
+    """A preemptor held for its last victim and then deleted is never asked about again: the
+    next preemption forgets it once its victim is gone, so nothing piles up."""
+    pods = [
+        pod("a", node_name="node1", priority=LOW, res=MEDIUM),
+        pod("b", node_name="node2", priority=LOW, res=MEDIUM),
+    ]
+    env = Env([node("node1", MEDIUM), node("node2", MEDIUM)], pods)
+    env.evictor.graceful = {"a", "b"}
+    running = env.plugin._running_preemptions
+    first = pod("first", priority=HIGH, res=MEDIUM)
+    filtered = {"node1": UNSCHEDULABLE, "node2": UNSCHEDULABLE}
+    nominated, _ = env.fw.run_post_filter(env.state_for(first), first, filtered)
+    await env.plugin.wait_for_evictions()
+    assert "first" in running  # its victim not seen going yet
+    victim = "a" if nominated == "node1" else "b"
+    env.snapshot.remove_pod(victim)  # it goes; the preemptor, deleted, is not asked again
+    second = pod("second", priority=HIGH, res=MEDIUM)
+    env.fw.run_post_filter(env.state_for(second), second, filtered)
+    assert set(running._last_victim) <= {"second"}
+    await env.plugin.wait_for_evictions()
+
+
 async def test_preempt_with_policy_never_evicts_nothing() -> None:
     pods = [pod("p1.1", node_name="node1", priority=LOW, res=SMALL)]
     env = Env([node("node1", SMALL)], pods)
