@@ -829,7 +829,10 @@ class Framework:
         rejector = ""
         status: Status | None = None
         for p in self.post_filter_plugins:
-            node, s = p.post_filter(state, pod, filtered)
+            try:
+                node, s = p.post_filter(state, pod, filtered)
+            except Exception as e:
+                node, s = None, _raised("PostFilter", p.name, pod, e)
             if s is None or s.code == Code.SUCCESS:
                 self._observe("PostFilter", start, s)
                 return node, s
@@ -1168,7 +1171,10 @@ class Framework:
         start = time.perf_counter()
         status = None
         for p in self.reserve_plugins:
-            s = p.reserve(state, pod, node_name)
+            try:
+                s = p.reserve(state, pod, node_name)
+            except Exception as e:
+                s = _raised("Reserve", p.name, pod, e)
             if s is not None and s.code != Code.SUCCESS:
                 status = s.with_plugin(p.name)
                 break
@@ -1176,9 +1182,13 @@ class Framework:
         return status
 
     def run_unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
-        """Unreserve in reverse order, as kube-scheduler does."""
+        """Unreserve in reverse order, as kube-scheduler does; one that raises is logged, the
+        others still run (the pod must still be forgotten and requeued)."""
         for p in reversed(self.reserve_plugins):
-            p.unreserve(state, pod, node_name)
+            try:
+                p.unreserve(state, pod, node_name)
+            except Exception as e:
+                _raised("Unreserve", p.name, pod, e)
 
     def run_permit(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         """Permit plugins; a Wait registers the pod as waiting and returns a Wait status."""
@@ -1186,7 +1196,10 @@ class Framework:
         waits: dict[str, float] = {}
         status: Status | None = None
         for p in self.permit_plugins:
-            s, timeout = p.permit(state, pod, node_name)
+            try:
+                s, timeout = p.permit(state, pod, node_name)
+            except Exception as e:
+                s, timeout = _raised("Permit", p.name, pod, e), 0.0
             if s is None or s.code == Code.SUCCESS:
                 continue
             if s.code == Code.WAIT:
@@ -1236,7 +1249,18 @@ class Framework:
 
     def run_post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None:
         for p in self.post_bind_plugins:
-            p.post_bind(state, pod, node_name)
+            try:
+                p.post_bind(state, pod, node_name)
+            except Exception as e:
+                _raised("PostBind", p.name, pod, e)
+
+
+def _raised(point: str, plugin: str, pod: Pod, e: Exception) -> Status:
+    """A plugin that raised at ``point``: logged, and an Error status for it. A plugin's bug
+    fails this pod's cycle (the pod is requeued) and never the scheduling loop, which
+    kube-scheduler's plugins, returning errors, cannot stop either."""
+    log.error("%s plugin %s failed for pod %s", point, plugin, pod.key, exc_info=e)
+    return Status(Code.ERROR, f"{type(e).__name__}: {e}", plugin=plugin, error=e)
 
 
 def _priority(pod: Pod) -> int:

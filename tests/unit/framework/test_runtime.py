@@ -27,12 +27,15 @@ from kubesched.framework import (
     NoNodesAvailableError,
     PermitPlugin,
     PodInfo,
+    PostBindPlugin,
+    PostFilterPlugin,
     PreEnqueuePlugin,
     PreFilterPlugin,
     PreFilterResult,
     QueuedPodInfo,
     QueueSortPlugin,
     Registry,
+    ReservePlugin,
     ScoreError,
     ScorePlugin,
     Snapshot,
@@ -145,10 +148,49 @@ class Gang(PermitPlugin):
         return Status(Code.WAIT), float(pod.metadata.annotations.get("wait", "5"))
 
 
+class Raises(ReservePlugin, PermitPlugin, PostFilterPlugin, PostBindPlugin):
+    """A plugin whose every extension point has a bug."""
+
+    name = "Raises"
+
+    def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        raise RuntimeError("reserve bug")
+
+    def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        raise RuntimeError("unreserve bug")
+
+    def permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status | None, float]:
+        raise RuntimeError("permit bug")
+
+    def post_filter(
+        self, state: CycleState, pod: Pod, filtered: dict[str, Status]
+    ) -> tuple[str | None, Status | None]:
+        raise RuntimeError("post filter bug")
+
+    def post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        raise RuntimeError("post bind bug")
+
+
+class Undo(ReservePlugin):
+    name = "Undo"
+
+    def __init__(self, handle: Any, args: Any = None) -> None:
+        super().__init__(handle, args)
+        self.undone: list[str] = []
+
+    def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        return None
+
+    def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        self.undone.append(pod.metadata.name)
+
+
 REGISTRY = Registry(
     {
         p.name: p
         for p in (
+            Raises,
+            Undo,
             Sort,
             Binder,
             CpuFit,
@@ -478,3 +520,30 @@ def test_the_plugin_gating_a_pod_is_asked_first() -> None:
         Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "held by Gate", plugin="Gate"
     )
     assert fw.run_pre_enqueue(make_pod("p"), "OtherGate") is None
+
+
+def test_a_plugin_that_raises_fails_the_pod_not_the_loop() -> None:
+    """Reserve, Permit and PostFilter answer an Error for a plugin that raised (the pod's cycle
+    fails and it is requeued); Unreserve and PostBind log it and go on with the others."""
+    fw = framework(
+        cluster(),
+        reserve=[("Undo", 1), ("Raises", 1)],
+        permit=[("Raises", 1)],
+        postFilter=[("Raises", 1)],
+        postBind=[("Raises", 1)],
+    )
+    pod = make_pod("p", cpu="1")
+    state = CycleState()
+    for status in (
+        fw.run_reserve(state, pod, "n3"),
+        fw.run_permit(state, pod, "n3"),
+        fw.run_post_filter(state, pod, {})[1],
+    ):
+        assert status is not None
+        assert (status.code, status.plugin) == (Code.ERROR, "Raises")
+        assert status.message.startswith("RuntimeError: ")
+    fw.run_unreserve(state, pod, "n3")
+    undo = fw.plugin("Undo")
+    assert isinstance(undo, Undo)
+    assert undo.undone == ["p"]  # after Raises, in reverse order
+    fw.run_post_bind(state, pod, "n3")

@@ -11,11 +11,12 @@ import pytest
 from builders import make_node, make_pod
 from kubesched.api import Node, Pod
 from kubesched.bench import MemoryCluster
-from kubesched.config import default_config
-from kubesched.framework import Snapshot, build_frameworks
+from kubesched.config import default_config, load_config_from_dict
+from kubesched.framework import CycleState, ReservePlugin, Snapshot, Status, build_frameworks
 from kubesched.plugins import default_registry
 from kubesched.scheduler import Cache, Outcome, Scheduler, SchedulerMetrics, SchedulingQueue
 from kubesched.scheduler import _scheduler as scheduler_module
+from unit.kube.kube_fakes import eventually
 
 
 class _Writer:
@@ -174,6 +175,65 @@ def test_a_nominated_pod_bound_frees_its_room_for_lower_priority_pods() -> None:
         scheduler.on_pod_update(high, bound)
         assert queue.nominated_node(high.metadata.uid) is None
         assert queue.where(low.metadata.uid) in ("active", "backoff")
+
+    asyncio.run(main())
+
+
+class _ReserveBug(ReservePlugin):
+    name = "ReserveBug"
+
+    def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        if pod.metadata.name == "bad":
+            raise RuntimeError("reserve bug")
+        return None
+
+    def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        pass
+
+
+def test_a_plugin_that_raises_requeues_its_pod_and_the_loop_goes_on() -> None:
+    """A Reserve plugin's bug fails that pod's cycle, which is undone and retried after backoff;
+    the scheduling loop goes on with the next pods (it used to end, the pod left assumed)."""
+
+    async def main() -> None:
+        cluster = MemoryCluster()
+        registry = default_registry()
+        registry.register(_ReserveBug)
+        config = load_config_from_dict(
+            {
+                "apiVersion": "kubescheduler.config.k8s.io/v1",
+                "kind": "KubeSchedulerConfiguration",
+                "profiles": [
+                    {
+                        "schedulerName": "default-scheduler",
+                        "plugins": {"reserve": {"enabled": [{"name": "ReserveBug"}]}},
+                    }
+                ],
+            },
+            plugin_names=registry,
+        )
+        snapshot = Snapshot()
+        frameworks = build_frameworks(
+            config, registry, snapshot, client=cluster, rng=random.Random(0)
+        )
+        fwk = frameworks["default-scheduler"]
+        queue = SchedulingQueue(less=fwk.less, events_to_register=fwk.events_to_register())
+        scheduler = Scheduler(
+            profiles=frameworks, cache=Cache(snapshot), queue=queue, writer=_Writer()
+        )
+        cluster.scheduler = scheduler
+        scheduler.on_node_add(make_node("n1", cpu="4"))
+        bad, good = make_pod("bad", cpu="1"), make_pod("good", cpu="1")
+        for pod in (bad, good):
+            cluster.add(pod)
+            scheduler.on_pod_add(pod)
+        loop = asyncio.create_task(scheduler.run())
+        await eventually(lambda: cluster.bound == 1 and queue.where(bad.metadata.uid) is not None)
+        assert not loop.done()
+        assert queue.where(bad.metadata.uid) == "backoff"
+        assert not scheduler.cache.is_assumed(bad.metadata.uid)
+        scheduler.stop()
+        await loop
 
     asyncio.run(main())
 
