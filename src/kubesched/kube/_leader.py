@@ -170,15 +170,41 @@ class LeaderElector:
             await self._acquire()
             led = True
             self._start_leading()
-            await self._renew()
-            log.error(
-                "lease %s/%s: leadership lost by %s", self.namespace, self.name, self.identity
-            )
+            if await self._renew_while_leading():
+                log.error(
+                    "lease %s/%s: leadership lost by %s", self.namespace, self.name, self.identity
+                )
         finally:
             if led:
                 await self._stop_leading()
                 if self.release_on_cancel:
                     await asyncio.shield(self._release())
+
+    async def _renew_while_leading(self) -> bool:
+        """Renew until leadership is lost (True) or the leading work failed (False): a leader
+        that no longer works gives the lease up, as kube-scheduler's process exits then."""
+        leading = self._leading_task
+        if leading is None:
+            await self._renew()
+            return True
+        renewing = asyncio.ensure_future(self._renew())
+        try:
+            done, _ = await asyncio.wait({renewing, leading}, return_when=asyncio.FIRST_COMPLETED)
+            if renewing not in done and (leading.cancelled() or leading.exception() is None):
+                await renewing  # the work ended of itself: lead on, as before
+        finally:
+            if not renewing.done():
+                renewing.cancel()
+                await asyncio.gather(renewing, return_exceptions=True)
+        if not renewing.cancelled():
+            renewing.result()
+            return True
+        log.error(
+            "lease %s/%s: the leader's work failed; giving the lease up",
+            self.namespace,
+            self.name,
+        )
+        return False
 
     async def _acquire(self) -> None:
         log.info("lease %s/%s: %s trying to acquire", self.namespace, self.name, self.identity)

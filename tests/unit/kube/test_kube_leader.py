@@ -211,3 +211,50 @@ async def test_release_on_cancel() -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert server.spec["holderIdentity"] == ""
+
+
+async def test_a_leader_whose_work_failed_gives_the_lease_up() -> None:
+    """The leading work (the scheduling loop) raised: renewing on would keep the lease and
+    schedule nothing, so run() ends, released, and the process can exit as kube-scheduler's."""
+    server = LeaseServer()
+
+    async def started() -> None:
+        await asyncio.sleep(0.2)
+        raise RuntimeError("the scheduling loop died")
+
+    elector = LeaderElector(
+        make_client(server),
+        identity="a",
+        lease_duration=1.0,
+        renew_deadline=0.5,
+        retry_period=0.1,
+        release_on_cancel=True,
+        on_started_leading=started,
+    )
+    async with asyncio.timeout(3):
+        await elector.run()
+    assert server.spec["holderIdentity"] == ""
+
+
+async def test_a_leader_whose_work_ended_of_itself_leads_on() -> None:
+    server = LeaseServer()
+
+    async def started() -> None:
+        return None
+
+    elector = LeaderElector(
+        make_client(server),
+        identity="a",
+        lease_duration=1.0,
+        renew_deadline=0.5,
+        retry_period=0.1,
+        on_started_leading=started,
+    )
+    task = asyncio.create_task(elector.run())
+    await eventually(lambda: elector.is_leader)
+    await asyncio.sleep(0.35)
+    assert not task.done()
+    assert server.spec["holderIdentity"] == "a"
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
