@@ -71,6 +71,18 @@ def _elector(server: LeaseServer, identity: str, clock: Clock, **kwargs: Any) ->
     return LeaderElector(make_client(server), identity=identity, clock=clock, **kwargs)
 
 
+def _fast(server: LeaseServer, **kwargs: Any) -> LeaderElector:
+    """Candidate ``a`` on real time, with a lease of a second."""
+    return LeaderElector(
+        make_client(server),
+        identity="a",
+        lease_duration=1.0,
+        renew_deadline=0.5,
+        retry_period=0.1,
+        **kwargs,
+    )
+
+
 async def test_first_candidate_creates_the_lease() -> None:
     server = LeaseServer()
     a = _elector(server, "a", Clock())
@@ -167,12 +179,8 @@ async def test_run_leads_then_stops_when_renewal_fails() -> None:
             cancelled.set()
             raise
 
-    elector = LeaderElector(
-        make_client(server),
-        identity="a",
-        lease_duration=1.0,
-        renew_deadline=0.5,
-        retry_period=0.1,
+    elector = _fast(
+        server,
         on_started_leading=started,
         on_stopped_leading=lambda: events.append("stopped"),
         on_new_leader=lambda who: events.append(f"leader {who}"),
@@ -197,12 +205,8 @@ async def test_run_leads_then_stops_when_renewal_fails() -> None:
 
 async def test_release_on_cancel() -> None:
     server = LeaseServer()
-    elector = LeaderElector(
-        make_client(server),
-        identity="a",
-        lease_duration=1.0,
-        renew_deadline=0.5,
-        retry_period=0.1,
+    elector = _fast(
+        server,
         release_on_cancel=True,
     )
     task = asyncio.create_task(elector.run())
@@ -222,12 +226,8 @@ async def test_a_leader_whose_work_failed_gives_the_lease_up() -> None:
         await asyncio.sleep(0.2)
         raise RuntimeError("the scheduling loop died")
 
-    elector = LeaderElector(
-        make_client(server),
-        identity="a",
-        lease_duration=1.0,
-        renew_deadline=0.5,
-        retry_period=0.1,
+    elector = _fast(
+        server,
         release_on_cancel=True,
         on_started_leading=started,
     )
@@ -242,12 +242,8 @@ async def test_a_leader_whose_work_ended_of_itself_leads_on() -> None:
     async def started() -> None:
         return None
 
-    elector = LeaderElector(
-        make_client(server),
-        identity="a",
-        lease_duration=1.0,
-        renew_deadline=0.5,
-        retry_period=0.1,
+    elector = _fast(
+        server,
         on_started_leading=started,
     )
     task = asyncio.create_task(elector.run())
