@@ -349,9 +349,11 @@ class Scheduler:
         pod = qpi.pod
         metrics = self.metrics
         counted = not waiting
+        at_permit = False
         try:
             try:
                 status = await fwk.wait_on_permit(pod) if waiting else None
+                at_permit = status is not None
                 if waiting and status is None:
                     # Allowed: from here on it counts against the bound. Pods waiting at
                     # Permit do not, or a gang's members could never all be scheduled.
@@ -381,7 +383,7 @@ class Scheduler:
                     fwk.run_post_bind(state, pod, host)
                 self.queue.done(uid)
                 return
-            self._binding_failed(fwk, state, qpi, host, start, status)
+            self._binding_failed(fwk, state, qpi, host, start, status, at_permit=at_permit)
         finally:
             # Its own task leaves the binding cycles in flight (see :meth:`drain`).
             self._binding.pop(pod.metadata.uid, None)
@@ -397,8 +399,12 @@ class Scheduler:
         host: str,
         start: float,
         status: Status,
+        *,
+        at_permit: bool,
     ) -> None:
-        """Undo the assumption and Reserve, and put the pod back in the queue."""
+        """Undo the assumption and Reserve, and put the pod back in the queue. Only a rejection
+        at Permit makes the pod unschedulable by a plugin; after Permit, at PreBind or Bind, a
+        failure of any kind sends it to backoffQ (``bindingCycle``)."""
         pod = qpi.pod
         # The events below carry the pod as it was counted, on its node (``assumedPod``): the
         # plugins' hints skip a deleted pod that was on no node.
@@ -419,7 +425,7 @@ class Scheduler:
             # The resources the pod held may let others fit.
             self.queue.assigned_pod_deleted(assumed)
         message = status.message
-        if rejected:
+        if rejected and at_permit:
             _set_rejector(qpi, status)
             message = _rejected_on_one_node(pod, status)
         reason = REASON_UNSCHEDULABLE if rejected else REASON_SCHEDULER_ERROR

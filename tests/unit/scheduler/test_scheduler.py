@@ -12,7 +12,16 @@ from builders import make_node, make_pod
 from kubesched.api import Node, Pod
 from kubesched.bench import MemoryCluster
 from kubesched.config import default_config, load_config_from_dict
-from kubesched.framework import CycleState, ReservePlugin, Snapshot, Status, build_frameworks
+from kubesched.framework import (
+    Code,
+    CycleState,
+    Plugin,
+    PreBindPlugin,
+    ReservePlugin,
+    Snapshot,
+    Status,
+    build_frameworks,
+)
 from kubesched.plugins import default_registry
 from kubesched.scheduler import Cache, Outcome, Scheduler, SchedulerMetrics, SchedulingQueue
 from kubesched.scheduler import _scheduler as scheduler_module
@@ -191,14 +200,31 @@ class _ReserveBug(ReservePlugin):
         pass
 
 
-def test_a_plugin_that_raises_requeues_its_pod_and_the_loop_goes_on() -> None:
-    """A Reserve plugin's bug fails that pod's cycle, which is undone and retried after backoff;
-    the scheduling loop goes on with the next pods (it used to end, the pod left assumed)."""
+class _PreBindNo(PreBindPlugin):
+    name = "PreBindNo"
+
+    async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        if pod.metadata.name == "bad":
+            return Status(Code.UNSCHEDULABLE, "not now")
+        return None
+
+
+@pytest.mark.parametrize(
+    ("plugin", "point"),
+    [(_ReserveBug, "reserve"), (_PreBindNo, "preBind")],
+    ids=["raises", "prebind"],
+)
+def test_a_pod_failed_by_a_plugin_backs_off_and_the_loop_goes_on(
+    plugin: type[Plugin], point: str
+) -> None:
+    """A Reserve plugin's bug fails that pod's cycle (it used to end the loop, the pod left
+    assumed), and a PreBind rejection comes after Permit: either way the pod is undone and
+    retried after backoff, not left for an event, and the loop goes on with the next pods."""
 
     async def main() -> None:
         cluster = MemoryCluster()
         registry = default_registry()
-        registry.register(_ReserveBug)
+        registry.register(plugin)
         config = load_config_from_dict(
             {
                 "apiVersion": "kubescheduler.config.k8s.io/v1",
@@ -206,7 +232,7 @@ def test_a_plugin_that_raises_requeues_its_pod_and_the_loop_goes_on() -> None:
                 "profiles": [
                     {
                         "schedulerName": "default-scheduler",
-                        "plugins": {"reserve": {"enabled": [{"name": "ReserveBug"}]}},
+                        "plugins": {point: {"enabled": [{"name": plugin.name}]}},
                     }
                 ],
             },
