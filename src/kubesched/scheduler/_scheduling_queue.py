@@ -490,7 +490,7 @@ class SchedulingQueue:
         for _, q in stale:
             q.flushed = now
         if stale:
-            self._move_pods(stale, EVENT_UNSCHEDULABLE_TIMEOUT, None, None)
+            self._move_pods(stale, EVENT_UNSCHEDULABLE_TIMEOUT, None, None, flush=True)
         self._report()
 
     async def run(
@@ -797,10 +797,17 @@ class SchedulingQueue:
             return ()
 
     def _move_pods(
-        self, pods: list[tuple[str, QueuedPodInfo]], event: ClusterEvent, old: Any, new: Any
+        self,
+        pods: list[tuple[str, QueuedPodInfo]],
+        event: ClusterEvent,
+        old: Any,
+        new: Any,
+        *,
+        flush: bool = False,
     ) -> None:
         """``movePodsToActiveOrBackoffQueue`` for pods currently in unschedulablePods (a list
-        of them by UID the caller built: moves change unschedulablePods).
+        of them by UID the caller built: moves change unschedulablePods). ``flush``: the
+        UnschedulableTimeout flush, which reaches gated pods whatever their gate registered.
 
         A pod gated by a plugin without gate keys, which the plugin says it still holds
         (:meth:`_held_by`, asked once per gate), stays as it is without PreEnqueue being run:
@@ -818,7 +825,6 @@ class SchedulingQueue:
         keyed = self._keyed_gates
         held: dict[str, Container[str]] = {}
         counted = 0
-        flush = event == EVENT_UNSCHEDULABLE_TIMEOUT
         for uid, qpi in pods:
             if location.get(uid) is not waiting:
                 continue
