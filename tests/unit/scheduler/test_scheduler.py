@@ -11,12 +11,13 @@ import pytest
 from builders import make_node, make_pod
 from kubesched.api import Node, Pod
 from kubesched.bench import MemoryCluster
-from kubesched.config import default_config, load_config_from_dict
+from kubesched.config import KubeSchedulerConfiguration, default_config, load_config_from_dict
 from kubesched.framework import (
     Code,
     CycleState,
     Plugin,
     PreBindPlugin,
+    Registry,
     ReservePlugin,
     Snapshot,
     Status,
@@ -38,10 +39,18 @@ class _Writer:
         pass
 
 
-def _scheduler(cluster: MemoryCluster) -> Scheduler:
+def _scheduler(
+    cluster: MemoryCluster,
+    config: KubeSchedulerConfiguration | None = None,
+    registry: Registry | None = None,
+) -> Scheduler:
     snapshot = Snapshot()
     frameworks = build_frameworks(
-        default_config(), default_registry(), snapshot, client=cluster, rng=random.Random(0)
+        config or default_config(),
+        registry or default_registry(),
+        snapshot,
+        client=cluster,
+        rng=random.Random(0),
     )
     fwk = next(iter(frameworks.values()))
     queue = SchedulingQueue(less=fwk.less, events_to_register=fwk.events_to_register())
@@ -238,17 +247,8 @@ def test_a_pod_failed_by_a_plugin_backs_off_and_the_loop_goes_on(
             },
             plugin_names=registry,
         )
-        snapshot = Snapshot()
-        frameworks = build_frameworks(
-            config, registry, snapshot, client=cluster, rng=random.Random(0)
-        )
-        fwk = frameworks["default-scheduler"]
-        queue = SchedulingQueue(less=fwk.less, events_to_register=fwk.events_to_register())
-        scheduler = Scheduler(
-            profiles=frameworks, cache=Cache(snapshot), queue=queue, writer=_Writer()
-        )
-        cluster.scheduler = scheduler
-        scheduler.on_node_add(make_node("n1", cpu="4"))
+        scheduler = _scheduler(cluster, config, registry)
+        queue = scheduler.queue
         bad, good = make_pod("bad", cpu="1"), make_pod("good", cpu="1")
         for pod in (bad, good):
             cluster.add(pod)
