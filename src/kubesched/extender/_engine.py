@@ -63,7 +63,6 @@ from kubesched.framework import (
     Registry,
     ScoreError,
     Snapshot,
-    Status,
     WatchedKind,
     build_frameworks,
     watched_kinds,
@@ -128,11 +127,11 @@ def _go_list(items: list[str]) -> str:
 
 
 def _plugin_error(err: PluginError) -> str:
+    """The framework's message for a plugin's error; a Filter plugin's own status gets the
+    prefix ``RunFilterPlugins`` adds (PreFilter and scoring errors carry theirs)."""
     message = err.status.message
-    if message.startswith("running "):
+    if isinstance(err, ScoreError) or message.startswith("running "):
         return message
-    if isinstance(err, ScoreError):
-        return f'running Score plugin "{err.plugin}": {message}'
     return f'running "{err.plugin}" filter plugin: {message}'
 
 
@@ -686,12 +685,9 @@ class Extender:
             metadata=ObjectMeta(name=args.pod_name, namespace=args.pod_namespace, uid=args.pod_uid)
         )
         fwk = self.cluster_profiles[profile]
-        try:
-            status = await fwk.run_bind(CycleState(), pod, args.node)
-        except Exception as e:  # a Bind plugin that raises is a failed binding
-            log.exception("bind of %s failed", pod.key)
-            status = Status.as_error(e)
-        if status is not None and status.code != Code.SUCCESS:
+        # A Bind plugin that raises answers an Error status too (the framework guards each).
+        status = await fwk.run_bind(CycleState(), pod, args.node)
+        if status is not None:
             log.info("binding %s to %s failed: %s", pod.key, args.node, status.message)
             return Reply.json(ExtenderBindingResult(error=status.message))
         log.debug("bound %s to %s", pod.key, args.node)

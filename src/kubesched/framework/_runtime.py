@@ -72,7 +72,7 @@ from kubesched.framework._node_info import NodeContent, NodeInfo, PodInfo
 from kubesched.framework._registry import Registry
 from kubesched.framework._scoring import Fresh, ScorePlan, score_in_order
 from kubesched.framework._snapshot import NodeTrial, Snapshot
-from kubesched.framework._status import Code, Status
+from kubesched.framework._status import Code, Status, go_quote
 from kubesched.framework._table import IntArray
 
 P = TypeVar("P", bound=Plugin)
@@ -505,12 +505,7 @@ class Framework:
                     status = s
                     continue
                 if s.code != Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
-                    s = Status(
-                        Code.ERROR,
-                        f"running PreFilter plugin {_go_quote(p.name)}: {s.message}",
-                        plugin=p.name,
-                        error=s.error,
-                    )
+                    s = s.wrapped(f"running PreFilter plugin {go_quote(p.name)}")
                 self._observe("PreFilter", start, s)
                 return None, s, []
             if r is not None and r.node_names is not None:
@@ -805,12 +800,7 @@ class Framework:
                 continue
             s = call(p)
             if s is not None and s.code != Code.SUCCESS:
-                return Status(
-                    Code.ERROR,
-                    f"running {name} on PreFilter plugin {_go_quote(p.name)}: {s.message}",
-                    plugin=p.name,
-                    error=s.error,
-                )
+                return s.wrapped(f"running {name} on PreFilter plugin {go_quote(p.name)}", p.name)
         return None
 
     def run_post_filter(
@@ -865,9 +855,7 @@ class Framework:
                 state.skip_score_plugins.add(p.name)
                 continue
             if s is not None and s.code != Code.SUCCESS:
-                status = Status(
-                    Code.ERROR, f'running PreScore plugin "{p.name}": {s.message}', plugin=p.name
-                )
+                status = s.wrapped(f"running PreScore plugin {go_quote(p.name)}", p.name)
                 break
         self._observe("PreScore", start, status)
         return status
@@ -1177,6 +1165,8 @@ class Framework:
                 s = _raised("Reserve", p.name, pod, e)
             if s is not None and s.code != Code.SUCCESS:
                 status = s.with_plugin(p.name)
+                if not status.is_rejected():
+                    status = status.wrapped(f"running Reserve plugin {go_quote(p.name)}")
                 break
         self._observe("Reserve", start, status)
         return status
@@ -1206,6 +1196,8 @@ class Framework:
                 waits[p.name] = timeout
                 continue
             status = s.with_plugin(p.name)
+            if not status.is_rejected():
+                status = status.wrapped(f"running Permit plugin {go_quote(p.name)}", p.name)
             break
         if status is None and waits:
             self._waiting[pod.metadata.uid] = _WaitingPod(pod, waits)
@@ -1234,17 +1226,25 @@ class Framework:
 
     async def run_pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         for p in self.pre_bind_plugins:
-            s = await p.pre_bind(state, pod, node_name)
+            try:
+                s = await p.pre_bind(state, pod, node_name)
+            except Exception as e:
+                s = _raised("PreBind", p.name, pod, e)
             if s is not None and s.code not in (Code.SUCCESS, Code.SKIP):
-                return s.with_plugin(p.name)
+                return _binding_status(s, "PreBind", p.name)
         return None
 
     async def run_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         for p in self.bind_plugins:
-            s = await p.bind(state, pod, node_name)
+            try:
+                s = await p.bind(state, pod, node_name)
+            except Exception as e:
+                s = _raised("Bind", p.name, pod, e)
             if s is not None and s.code == Code.SKIP:
                 continue
-            return None if s is None else s.with_plugin(p.name)
+            if s is None or s.code == Code.SUCCESS:
+                return None
+            return _binding_status(s, "Bind", p.name)
         return Status(Code.ERROR, "no bind plugin bound the pod")
 
     def run_post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None:
@@ -1260,7 +1260,14 @@ def _raised(point: str, plugin: str, pod: Pod, e: Exception) -> Status:
     fails this pod's cycle (the pod is requeued) and never the scheduling loop, which
     kube-scheduler's plugins, returning errors, cannot stop either."""
     log.error("%s plugin %s failed for pod %s", point, plugin, pod.key, exc_info=e)
-    return Status(Code.ERROR, f"{type(e).__name__}: {e}", plugin=plugin, error=e)
+    return Status.raised(e, plugin)
+
+
+def _binding_status(s: Status, point: str, plugin: str) -> Status:
+    """A PreBind or Bind plugin's failure as ``RunPreBindPlugins`` / ``RunBindPlugins`` return
+    it: a rejection as it is, an error wrapped with the point and plugin."""
+    s = s.with_plugin(plugin)
+    return s if s.is_rejected() else s.wrapped(f"running {point} plugin {go_quote(plugin)}")
 
 
 def _priority(pod: Pod) -> int:
@@ -1273,16 +1280,6 @@ def _go_list(items: Sequence[str]) -> str:
     return "[" + " ".join(items) + "]"
 
 
-def _go_quote(s: str) -> str:
-    """Go's ``%q`` for plain names."""
-    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
 def _filter_error(e: FilterError) -> Status:
     """A Filter plugin's Error as ``RunFilterPlugins`` reports it, on either form of the loop."""
-    return Status(
-        Code.ERROR,
-        f"running {_go_quote(e.plugin)} filter plugin: {e.status.message}",
-        plugin=e.plugin,
-        error=e.status.error,
-    )
+    return e.status.wrapped(f"running {go_quote(e.plugin)} filter plugin", e.plugin)

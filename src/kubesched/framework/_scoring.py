@@ -23,7 +23,7 @@ from kubesched.framework._interface import (
     ScorePlugin,
 )
 from kubesched.framework._metrics import Metrics
-from kubesched.framework._status import Code, Status
+from kubesched.framework._status import Code, Status, go_quote
 from kubesched.framework._table import IntArray
 
 #: A plugin's raw scores: an array aligned with the nodes asked, or a few values in a list.
@@ -57,7 +57,7 @@ def score_in_order(
         p = plugins[i]
         raw, status = form.score(i, p, state, pod)
         if status is not None and status.code != Code.SUCCESS:
-            raise ScoreError(p.name, status)
+            raise ScoreError(p.name, _failed("running Score plugins", p.name, status))
         form.weigh(i, p, state, pod, raw)
 
 
@@ -123,7 +123,9 @@ class ScorePlan:
         if self.normalizes[i]:
             s = plugin.normalize_score(state, pod, nodes, raw)
             if s is not None and s.code != Code.SUCCESS:
-                raise ScoreError(plugin.name, s)
+                raise ScoreError(
+                    plugin.name, _failed("running Normalize on Score plugins", plugin.name, s)
+                )
         check_range(plugin.name, raw)
         weight = self.weights[i]
         return raw if weight == 1 else raw * weight
@@ -164,10 +166,16 @@ def check_range(plugin: str, scores: IntArray) -> None:
             plugin,
             Status(
                 Code.ERROR,
-                f"plugin {plugin!r} returns an invalid score {bad}, it should in the "
-                f"range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing",
+                f"applying score defaultWeights on Score plugins: plugin {go_quote(plugin)} "
+                f"returns an invalid score {bad}, it should in the range of "
+                f"[{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing",
             ),
         )
+
+
+def _failed(context: str, plugin: str, status: Status) -> Status:
+    """A Score or NormalizeScore plugin's error as ``RunScorePlugins`` reports it."""
+    return status.wrapped(f"{context}: plugin {go_quote(plugin)} failed with", plugin)
 
 
 def _out_of_range(scores: IntArray) -> bool:

@@ -73,6 +73,19 @@ class Status:
         """An ``Error`` status carrying the exception."""
         return cls(Code.ERROR, str(error) or type(error).__name__, plugin=plugin, error=error)
 
+    @classmethod
+    def raised(cls, error: BaseException, plugin: str = "") -> Status:
+        """An ``Error`` status for an exception nobody expected (a plugin's bug): its type
+        leads the message, as a Go panic's value would not say otherwise what went wrong."""
+        return cls(Code.ERROR, f"{type(error).__name__}: {error}", plugin=plugin, error=error)
+
+    def wrapped(self, context: str, plugin: str = "") -> Status:
+        """This status's error as the framework reports it: an ``Error`` reading
+        ``<context>: <message>`` (``AsStatus(fmt.Errorf("<context>: %w", err))``)."""
+        return Status(
+            Code.ERROR, f"{context}: {self.message}", plugin=plugin or self.plugin, error=self.error
+        )
+
     @property
     def message(self) -> str:
         """Reasons joined by ``", "``, as ``Status.Message()``."""
@@ -109,6 +122,11 @@ class Status:
 SKIP = Status(Code.SKIP)
 
 _REJECTED = frozenset({Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE, Code.PENDING})
+
+
+def go_quote(s: str) -> str:
+    """Go's ``%q`` for plain names (plugin names in the framework's messages)."""
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def is_success(status: Status | None) -> bool:

@@ -297,7 +297,7 @@ class Scheduler:
             return self._fail(fwk, qpi, REASON_SCHEDULER_ERROR, str(e), start)
         except Exception as e:  # a plugin bug must not stop the loop or lose the pod
             log.exception("scheduling %s failed", pod.key)
-            return self._fail(fwk, qpi, REASON_SCHEDULER_ERROR, f"{type(e).__name__}: {e}", start)
+            return self._fail(fwk, qpi, REASON_SCHEDULER_ERROR, Status.raised(e).message, start)
 
         if self._observer is not None:
             self._observer(fwk, pod, state, result)
@@ -367,9 +367,9 @@ class Scheduler:
                     status = await fwk.run_bind(state, pod, host)
                     if metrics is not None:
                         metrics.binding_duration.observe(time.perf_counter() - t0)
-            except Exception as e:  # a plugin bug must not lose the pod
+            except Exception as e:  # a bug beyond the plugins must not lose the pod
                 log.exception("binding %s to %s failed", pod.key, host)
-                status = Status(Code.ERROR, f"{type(e).__name__}: {e}")
+                status = Status.raised(e)
             if status is None:
                 uid = pod.metadata.uid
                 self.cache.finish_binding(uid)

@@ -471,7 +471,7 @@ def test_prioritize_plugin_error_is_a_500_with_the_message() -> None:
     # HostPriorityList has no error field; kube-scheduler ignores this extender's scores.
     ext = make_extender(config("BrokenScore"), nodes=nodes("n-1"))
     message = text(ext.prioritize("test", names_body(make_pod("p"), ["n-1"])), 500)
-    assert message.strip() == 'running Score plugin "BrokenScore": no metrics'
+    assert message.strip() == 'running Score plugins: plugin "BrokenScore" failed with: no metrics'
 
 
 def test_in_tree_scores_come_through_scaled() -> None:
@@ -562,12 +562,17 @@ async def test_bind_failure_is_answered_in_error() -> None:
 
     ext = make_extender(FIT, client=Client())
     out = answer(await ext.bind("test", fixture("bind")))
-    assert out == {"Error": "409 Conflict: pod p is already assigned to node n-2"}
+    assert out == {
+        "Error": 'running Bind plugin "DefaultBinder": '
+        "409 Conflict: pod p is already assigned to node n-2"
+    }
 
 
 async def test_bind_without_a_cluster_is_answered_in_error() -> None:
     ext = make_extender(FIT, informers=False)
-    assert answer(await ext.bind("test", fixture("bind"))) == {"Error": ERR_NO_CLIENT}
+    assert answer(await ext.bind("test", fixture("bind"))) == {
+        "Error": f'running Bind plugin "DefaultBinder": {ERR_NO_CLIENT}'
+    }
 
 
 # --- dispatch ---------------------------------------------------------------------------------

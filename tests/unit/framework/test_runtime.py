@@ -29,6 +29,7 @@ from kubesched.framework import (
     PodInfo,
     PostBindPlugin,
     PostFilterPlugin,
+    PreBindPlugin,
     PreEnqueuePlugin,
     PreFilterPlugin,
     PreFilterResult,
@@ -148,7 +149,9 @@ class Gang(PermitPlugin):
         return Status(Code.WAIT), float(pod.metadata.annotations.get("wait", "5"))
 
 
-class Raises(ReservePlugin, PermitPlugin, PostFilterPlugin, PostBindPlugin):
+class Raises(
+    ReservePlugin, PermitPlugin, PostFilterPlugin, PreBindPlugin, BindPlugin, PostBindPlugin
+):
     """A plugin whose every extension point has a bug."""
 
     name = "Raises"
@@ -167,8 +170,41 @@ class Raises(ReservePlugin, PermitPlugin, PostFilterPlugin, PostBindPlugin):
     ) -> tuple[str | None, Status | None]:
         raise RuntimeError("post filter bug")
 
+    async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        raise RuntimeError("pre bind bug")
+
+    async def bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        raise RuntimeError("bind bug")
+
     def post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None:
         raise RuntimeError("post bind bug")
+
+
+class Fails(ReservePlugin, PermitPlugin, PreBindPlugin, BindPlugin):
+    """Returns, at every point of the binding, the status its pod's ``fails`` annotation names:
+    an Error or a rejection."""
+
+    name = "Fails"
+
+    @staticmethod
+    def _status(pod: Pod) -> Status:
+        error = pod.metadata.annotations.get("fails") == "error"
+        return Status(Code.ERROR if error else Code.UNSCHEDULABLE, "no room")
+
+    def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        return self._status(pod)
+
+    def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        pass
+
+    def permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status | None, float]:
+        return self._status(pod), 0.0
+
+    async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        return self._status(pod)
+
+    async def bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        return self._status(pod)
 
 
 class Undo(ReservePlugin):
@@ -202,6 +238,7 @@ REGISTRY = Registry(
             TooHigh,
             Negative,
             Gang,
+            Fails,
         )
     }
 )
@@ -493,6 +530,36 @@ class _OtherGate(_Gate):
     name = "OtherGate"
 
 
+@pytest.mark.parametrize("fails", ["error", "reject"])
+async def test_binding_points_wrap_an_error_and_pass_a_rejection(fails: str) -> None:
+    """``RunReservePluginsReserve``, ``RunPermitPlugins``, ``RunPreBindPlugins`` and
+    ``RunBindPlugins``: a plugin's Error comes back as ``running <point> plugin "<name>": ...``
+    (the message the pod's condition and FailedScheduling event carry), a rejection as the
+    plugin said it."""
+    fw = framework(
+        cluster(),
+        reserve=[("Fails", 1)],
+        permit=[("Fails", 1)],
+        preBind=[("Fails", 1)],
+        bind=[("Fails", 1)],
+    )
+    pod = make_pod("p", annotations={"fails": fails})
+    state = CycleState()
+    got = [
+        fw.run_reserve(state, pod, "n3"),
+        fw.run_permit(state, pod, "n3"),
+        await fw.run_pre_bind(state, pod, "n3"),
+        await fw.run_bind(state, pod, "n3"),
+    ]
+    if fails == "reject":
+        assert got == [Status(Code.UNSCHEDULABLE, "no room", plugin="Fails")] * 4
+        return
+    assert [(s.code, s.plugin, s.message) for s in got if s is not None] == [
+        (Code.ERROR, "Fails", f'running {point} plugin "Fails": no room')
+        for point in ("Reserve", "Permit", "PreBind", "Bind")
+    ]
+
+
 def test_the_plugin_gating_a_pod_is_asked_first() -> None:
     """As ``runPreEnqueuePlugins``: the plugin that gated the pod last time is asked first, and
     while it still holds the pod, its status stands even if a plugin before it would hold the
@@ -522,26 +589,42 @@ def test_the_plugin_gating_a_pod_is_asked_first() -> None:
     assert fw.run_pre_enqueue(make_pod("p"), "OtherGate") is None
 
 
-def test_a_plugin_that_raises_fails_the_pod_not_the_loop() -> None:
-    """Reserve, Permit and PostFilter answer an Error for a plugin that raised (the pod's cycle
-    fails and it is requeued); Unreserve and PostBind log it and go on with the others."""
+async def test_a_plugin_that_raises_fails_the_pod_not_the_loop() -> None:
+    """Reserve, Permit, PostFilter, PreBind and Bind answer an Error for a plugin that raised
+    (the pod's cycle fails and it is requeued), worded as the framework words a plugin's
+    error there; Unreserve and PostBind log it and go on with the others."""
     fw = framework(
         cluster(),
         reserve=[("Undo", 1), ("Raises", 1)],
         permit=[("Raises", 1)],
         postFilter=[("Raises", 1)],
+        preBind=[("Raises", 1)],
+        bind=[("Raises", 1)],
         postBind=[("Raises", 1)],
     )
     pod = make_pod("p", cpu="1")
     state = CycleState()
-    for status in (
-        fw.run_reserve(state, pod, "n3"),
-        fw.run_permit(state, pod, "n3"),
-        fw.run_post_filter(state, pod, {})[1],
+    for status, message in (
+        (
+            fw.run_reserve(state, pod, "n3"),
+            'running Reserve plugin "Raises": RuntimeError: reserve bug',
+        ),
+        (
+            fw.run_permit(state, pod, "n3"),
+            'running Permit plugin "Raises": RuntimeError: permit bug',
+        ),
+        (fw.run_post_filter(state, pod, {})[1], "RuntimeError: post filter bug"),
+        (
+            await fw.run_pre_bind(state, pod, "n3"),
+            'running PreBind plugin "Raises": RuntimeError: pre bind bug',
+        ),
+        (
+            await fw.run_bind(state, pod, "n3"),
+            'running Bind plugin "Raises": RuntimeError: bind bug',
+        ),
     ):
         assert status is not None
-        assert (status.code, status.plugin) == (Code.ERROR, "Raises")
-        assert status.message.startswith("RuntimeError: ")
+        assert (status.code, status.plugin, status.message) == (Code.ERROR, "Raises", message)
     fw.run_unreserve(state, pod, "n3")
     undo = fw.plugin("Undo")
     assert isinstance(undo, Undo)

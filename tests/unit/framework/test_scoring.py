@@ -100,11 +100,15 @@ def test_no_plugins_sum_to_zero() -> None:
 @pytest.mark.parametrize(
     ("fails", "message"),
     [
-        ("score", "no score"),
-        ("normalize", "no normalizing"),
+        ("score", 'running Score plugins: plugin "Fails" failed with: no score'),
+        (
+            "normalize",
+            'running Normalize on Score plugins: plugin "Fails" failed with: no normalizing',
+        ),
         (
             "range",
-            "plugin 'Fails' returns an invalid score 101, it should in the range of [0, 100]",
+            'applying score defaultWeights on Score plugins: plugin "Fails" returns an invalid '
+            "score 101, it should in the range of [0, 100] after normalizing",
         ),
     ],
 )
@@ -119,7 +123,7 @@ def test_an_error_at_any_step_names_the_plugin(fails: str, message: str) -> None
             Fresh(plan, nodes),
         )
     assert e.value.plugin == "Fails"
-    assert message in str(e.value)
+    assert str(e.value) == message
 
 
 @pytest.mark.parametrize(("scores", "bad"), [([0, 100, 7], None), ([3, -1], -1), ([101, 0], 101)])

@@ -30,13 +30,17 @@ from unit.kube.kube_fakes import eventually
 
 
 class _Writer:
+    def __init__(self) -> None:
+        #: (reason, message) of each failure written, in order.
+        self.failures: list[tuple[str, str]] = []
+
     def scheduled(self, pod: object, node: str, profile: str) -> None:
         pass
 
     def failed(
         self, pod: object, reason: str, message: str, profile: str, nominated_node: str | None
     ) -> None:
-        pass
+        self.failures.append((reason, message))
 
 
 def _scheduler(
@@ -123,6 +127,32 @@ def test_a_failed_bind_forgets_the_assumed_pod() -> None:
         assert cluster.conflicts == 1
         assert scheduler.cache.pod_count == 0
         assert scheduler.queue.in_flight_pods() == []
+
+    asyncio.run(main())
+
+
+def test_a_failed_bind_says_which_plugin_failed() -> None:
+    """The pod's condition and FailedScheduling event carry ``RunBindPlugins``' message."""
+
+    class Refusing(MemoryCluster):
+        async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+            raise RuntimeError(f'pods "{name}" is forbidden: binding refused')
+
+    async def main() -> None:
+        cluster = Refusing()
+        scheduler = _scheduler(cluster)
+        _add_pod(cluster, scheduler, "p")
+        qpi = scheduler.queue.try_pop()
+        assert qpi is not None
+        scheduler.schedule_one(qpi)
+        await scheduler.drain()
+        assert isinstance(scheduler.writer, _Writer)
+        assert scheduler.writer.failures == [
+            (
+                "SchedulerError",
+                'running Bind plugin "DefaultBinder": pods "p" is forbidden: binding refused',
+            )
+        ]
 
     asyncio.run(main())
 
