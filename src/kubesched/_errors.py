@@ -14,3 +14,8 @@ class KubeschedError(Exception):
     ``SimulateError``, ``ClusterError`` ...), and errors that are also bad values stay
     ``ValueError`` too. Internal signals that never leave their module are not in the tree.
     """
+
+    def describe(self) -> str:
+        """This error as the command line reports it: its text, unless the error knows more
+        than its text says (an API error's status code)."""
+        return str(self)

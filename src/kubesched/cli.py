@@ -50,7 +50,7 @@ class _Commands(click.Group):
         try:
             return super().invoke(ctx)
         except KubeschedError as err:
-            raise click.ClickException(str(err)) from err
+            raise click.ClickException(err.describe()) from err
 
 
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})

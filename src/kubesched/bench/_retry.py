@@ -57,9 +57,9 @@ async def patiently(call: Callable[[], Awaitable[T]], *, what: str, within: floa
         except TimeoutError:
             break
         except TemporaryAPIError as err:
-            last = str(err)
+            last = err.describe()
         except APIError as err:
-            raise BenchError(f"the API server answered {err} while {what}") from err
+            raise BenchError(f"the API server answered {err.describe()} while {what}") from err
         await asyncio.sleep(min(waits.next(), max(0.0, deadline - time.monotonic())))
     raise APIUnavailableError(what, within, last)
 

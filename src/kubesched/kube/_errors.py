@@ -110,8 +110,18 @@ class APIError(KubeschedError):
         super().__init__(status, reason, message)
 
     def __str__(self) -> str:
-        text = f"{self.status} {self.reason}" if self.status else self.reason
-        return f"{text}: {self.message}" if self.message else text
+        # client-go's ``StatusError.Error()``: the API server's message alone, which is what
+        # kube-scheduler's messages (a failed binding's condition and event) quote.
+        if self.message:
+            return self.message
+        return f"{self.status} {self.reason}" if self.status else self.reason
+
+    def describe(self) -> str:
+        """The status code and reason before the message (``409 AlreadyExists: pods "a"
+        already exists``)."""
+        if not self.status:
+            return str(self)
+        return f"{self.status} {self.reason}: {self.message}" if self.message else str(self)
 
     def __repr__(self) -> str:
         return (

@@ -71,7 +71,9 @@ def test_already_exists_is_a_conflict() -> None:
     assert issubclass(AlreadyExists, Conflict)
     err = error_from_response(409, _body(409, "AlreadyExists", 'pods "a" already exists'))
     assert isinstance(err, Conflict)
-    assert str(err) == '409 AlreadyExists: pods "a" already exists'
+    # As client-go's StatusError reads, which kube-scheduler's messages quote.
+    assert str(err) == 'pods "a" already exists'
+    assert err.describe() == '409 AlreadyExists: pods "a" already exists'
 
 
 def test_retry_after_from_header_or_details() -> None:

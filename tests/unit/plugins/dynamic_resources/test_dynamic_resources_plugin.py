@@ -355,7 +355,7 @@ def test_a_claim_write_refused_as_a_conflict_five_times_fails_the_binding() -> N
     assert status is not None
     assert status.code == Code.ERROR
     assert status.message == (
-        "add reservation to claim default/shared: 409 Conflict: the object has been modified"
+        "add reservation to claim default/shared: the object has been modified"
     )
     assert (client.writes, client.reads) == (5, 4)
 
