@@ -94,6 +94,19 @@ OBJECT_KINDS: tuple[tuple[str, str, bool, bool], ...] = (
         False,
     ),
     ("ResourceClaim", "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims", True, True),
+    # Admission policies, to have the API server refuse a binding.
+    (
+        "ValidatingAdmissionPolicy",
+        "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies",
+        False,
+        False,
+    ),
+    (
+        "ValidatingAdmissionPolicyBinding",
+        "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings",
+        False,
+        False,
+    ),
 )
 #: The resourceclaim controller's cut of ``<pod>-<claim>`` before its generated suffix.
 CLAIM_NAME_BASE = 57
