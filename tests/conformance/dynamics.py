@@ -54,6 +54,9 @@ POLL = 0.05
 DECIDE_TIMEOUT = 30.0
 #: How much later than kube-scheduler kubesched may bind a pod, in seconds.
 LATENESS = 1.0
+#: How long an admission policy takes to be enforced once its binding exists: the API server
+#: reloads its policies every second (``policyRefreshInterval``), with a margin.
+POLICY_SETTLE = 2.5
 
 #: kind -> (collection path, namespaced, has a status subresource written separately)
 KINDS: dict[str, tuple[str, bool, bool]] = {
@@ -164,6 +167,8 @@ def create(api: Api, doc: dict[str, Any], renamed: Mapping[str, str]) -> None:
     else:
         collection, _, status = _path(doc)
         create_object(api, doc, collection, status)
+        if kind == "ValidatingAdmissionPolicyBinding":
+            time.sleep(POLICY_SETTLE)
 
 
 def apply(api: Api, step: Mapping[str, Any], renamed: Mapping[str, str]) -> None:
