@@ -1,0 +1,301 @@
+#!/usr/bin/env python3
+"""Random dynamics scenarios, run against the real kube-scheduler and ``kubesched run`` in turn.
+
+Each seed makes a small cluster in which every pending pod is pinned to a node of its own (by
+``kubernetes.io/hostname``) and kept off it by one to three blockers (the node's CPU taken by a
+running pod, a label the pod selects missing, a taint, the node cordoned, a running pod the
+pod's required anti-affinity selects, a host port taken), then a random sequence of changes
+that lift some blockers and make changes no pod waits for, with pauses between them. A pod's
+fate depends on its node only, so no tie-break or queue order can make the two schedulers
+differ; they must agree on which pods end up bound, none later than kube-scheduler + 1 s (plus
+0.75 s: backoffs end on whole seconds of the clock) after the last change, the final message
+of the others, and the cluster events that moved pods out of unschedulablePods.
+
+A seed where they differ is written to ``--out`` as a dynamics scenario, to be looked into and,
+once understood, recorded into ``dynamics/`` (``dynamics.py``) like the hand-written ones.
+
+Run from the repository root:
+  PYTHONPATH=tests:tests/e2e/scheduler python tests/conformance/dynamics_fuzz.py --seeds 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import random
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+from sched_e2e import SchedulerProcess, start_scheduler
+
+from conformance.dynamics import (
+    DEFAULT_CONFIG,
+    LATENESS,
+    KubeSchedulerLauncher,
+    Scenario,
+    Scheduler,
+    run,
+)
+from conformance.regenerate import Api
+from kubesched import cluster
+
+#: Extra lateness allowed: backoffs end on whole seconds of the clock (backoffQ's windows).
+SLACK = 0.75
+BLOCKERS = ("cpu", "label", "taint", "cordon", "anti", "port")
+IMAGE = "registry.k8s.io/pause:3.10"
+
+
+def _node(name: str, cpu: int, *, labels: dict[str, str], taint: bool, cordon: bool) -> Any:
+    capacity = {"cpu": str(cpu), "memory": "4Gi", "pods": "110"}
+    spec: dict[str, Any] = {}
+    if taint:
+        spec["taints"] = [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]
+    if cordon:
+        spec["unschedulable"] = True
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **labels}},
+        "spec": spec,
+        "status": {
+            "capacity": capacity,
+            "allocatable": dict(capacity),
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def _container(cpu: str, port: int | None) -> dict[str, Any]:
+    c: dict[str, Any] = {"name": "c", "image": IMAGE, "resources": {"requests": {"cpu": cpu}}}
+    if port is not None:
+        c["ports"] = [{"containerPort": port, "hostPort": port, "protocol": "TCP"}]
+    return c
+
+
+def generate(seed: int) -> Scenario:
+    """The scenario of ``seed``: its cluster, pinned pending pods and changes."""
+    rng = random.Random(seed)
+    setup: list[dict[str, Any]] = []
+    pods: list[dict[str, Any]] = []
+    lifts: list[list[dict[str, Any]]] = []
+    others: list[dict[str, Any]] = []
+    for i in range(1, rng.randint(2, 3) + 1):
+        name = f"n{i}"
+        blockers = rng.sample(BLOCKERS, rng.randint(1, 3))
+        cpu = rng.choice((2, 4))
+        setup.append(
+            _node(name, cpu, labels={}, taint="taint" in blockers, cordon="cordon" in blockers)
+        )
+        hog_needed = any(b in blockers for b in ("cpu", "anti", "port"))
+        hog = f"hog-{i}"
+        if hog_needed:
+            setup.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {"name": hog, "labels": {"app": f"hog-{i}"}},
+                    "spec": {
+                        "nodeName": name,
+                        "containers": [
+                            _container(
+                                str(cpu) if "cpu" in blockers else "100m",
+                                8080 if "port" in blockers else None,
+                            )
+                        ],
+                    },
+                }
+            )
+        selector = {"kubernetes.io/hostname": name}
+        if "label" in blockers:
+            selector["tier"] = "gold"
+        spec: dict[str, Any] = {
+            "nodeSelector": selector,
+            "containers": [_container("1", 8080 if "port" in blockers else None)],
+        }
+        if "anti" in blockers:
+            spec["affinity"] = {
+                "podAntiAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                        {
+                            "labelSelector": {"matchLabels": {"app": f"hog-{i}"}},
+                            "topologyKey": "kubernetes.io/hostname",
+                        }
+                    ]
+                }
+            }
+        pods.append(
+            {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p{i}"}, "spec": spec}
+        )
+        node_ref = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}
+        hog_ref = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": hog, "namespace": "default"},
+        }
+        # What lifts each blocker (one way, chosen at random where there are several).
+        steps: list[dict[str, Any]] = []
+        freed = False
+        for b in blockers:
+            if b in ("cpu", "anti", "port") and not freed and rng.random() < 0.5:
+                steps.append({"delete": hog_ref})
+                freed = True
+            elif b == "cpu" and not freed:
+                more = str(cpu * 2)
+                capacity = {"cpu": more, "memory": "4Gi", "pods": "110"}
+                patch = {"status": {"capacity": capacity, "allocatable": capacity}}
+                steps.append({"patch": {**node_ref, "subresource": "status", "patch": patch}})
+            elif b == "anti" and not freed:
+                patch = {"metadata": {"labels": {"app": "other"}}}
+                steps.append({"patch": {**hog_ref, "patch": patch}})
+            elif b == "port" and not freed:
+                steps.append({"delete": hog_ref})
+                freed = True
+            elif b == "label":
+                steps.append(
+                    {"patch": {**node_ref, "patch": {"metadata": {"labels": {"tier": "gold"}}}}}
+                )
+            elif b == "taint":
+                steps.append({"patch": {**node_ref, "patch": {"spec": {"taints": None}}}})
+            elif b == "cordon":
+                steps.append({"patch": {**node_ref, "patch": {"spec": {"unschedulable": None}}}})
+        # Some pods keep a blocker for good.
+        if rng.random() < 0.25:
+            steps.pop(rng.randrange(len(steps)))
+        lifts.append(steps)
+        # Changes no pod waits for.
+        others.append(
+            {"patch": {**node_ref, "patch": {"metadata": {"labels": {"tier": "silver"}}}}}
+            if "label" not in blockers
+            else {"patch": {**node_ref, "patch": {"metadata": {"annotations": {"seen": "yes"}}}}}
+        )
+    others.append({"create": _node("extra", 4, labels={"zone": "b"}, taint=False, cordon=False)})
+    # Interleave: each pod's own changes stay in their order.
+    queues = [list(s) for s in lifts if s] + [[o] for o in rng.sample(others, rng.randint(0, 2))]
+    steps = []
+    while queues:
+        q = rng.choice(queues)
+        steps.append(q.pop(0))
+        if not q:
+            queues.remove(q)
+        if rng.random() < 0.4:
+            steps.append({"sleep": rng.choice((0.3, 1.0, 2.5))})
+    while steps and "sleep" in steps[-1]:
+        steps.pop()
+    config = yaml.safe_load(DEFAULT_CONFIG.read_text())
+    return Scenario(
+        name=f"fuzz-{seed}",
+        description=f"random scenario of seed {seed}",
+        config=config,
+        setup=setup,
+        pods=pods,
+        steps=steps,
+        watch=12.0,
+        compare_attempts=False,
+        slack=SLACK,
+        max_in_unschedulable=None,
+        divergence=None,
+    )
+
+
+def compare(expected: dict[str, Any], got: dict[str, Any]) -> list[str]:
+    """:func:`conformance.dynamics.compare` without the first messages' timing: the same pods
+    bound, none later than allowed, the same final messages, the same moving events."""
+    problems: list[str] = []
+    have = {p["pod"]: p for p in got["pods"]}
+    for want in expected["pods"]:
+        p = have[want["pod"]]
+        if (p["node"] is None) != (want["node"] is None):
+            problems.append(
+                f"{want['pod']}: node {p['node']!r} != kube-scheduler's {want['node']!r}"
+            )
+        elif want["node"] is None:
+            if (p.get("reason"), p.get("message")) != (want.get("reason"), want.get("message")):
+                problems.append(
+                    f"{want['pod']}: final {p.get('message')!r} != {want.get('message')!r}"
+                )
+        elif p["boundAfter"] > want["boundAfter"] + LATENESS + SLACK:
+            problems.append(
+                f"{want['pod']}: bound {p['boundAfter']}s after the last step, "
+                f"kube-scheduler {want['boundAfter']}s"
+            )
+        if p["first"] != want["first"]:
+            problems.append(f"{want['pod']}: first {p['first']} != {want['first']}")
+    if got["movedBy"] != expected["movedBy"]:
+        problems.append(f"moved by {got['movedBy']}, kube-scheduler by {expected['movedBy']}")
+    return problems
+
+
+class _Kubesched:
+    def __init__(self, process: SchedulerProcess) -> None:
+        self.process = process
+
+    def metrics(self) -> str:
+        code, body = self.process.get("/metrics")
+        if code != 200:
+            raise RuntimeError(f"/metrics answered {code}")
+        return body
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", type=int, default=10, help="how many seeds")
+    parser.add_argument("--start", type=int, default=1, help="the first seed")
+    parser.add_argument("--cluster", default="dynamics-fuzz", help="cluster name")
+    parser.add_argument("--out", type=Path, default=Path("fuzz-scenarios"), help="differing seeds")
+    args = parser.parse_args()
+    cluster.ensure_binaries(progress=lambda m: sys.stderr.write(m + "\n"))
+    info = cluster.up(args.cluster, progress=lambda m: sys.stderr.write(m + "\n"))
+    api = Api(info)
+    kubeconfig = info.client_kubeconfig("system:kube-scheduler")
+    work = Path(tempfile.mkdtemp(prefix="dynamics-fuzz-"))
+
+    @contextlib.contextmanager
+    def kubesched(config: dict[str, Any], s: Scenario) -> Iterator[Scheduler]:
+        process = start_scheduler(config, work / s.name, kubeconfig=kubeconfig)
+        try:
+            process.wait_ready()
+            yield _Kubesched(process)
+        finally:
+            process.popen.terminate()
+            process.wait_exit(30)
+
+    differing = 0
+    try:
+        for seed in range(args.start, args.start + args.seeds):
+            scenario = generate(seed)
+            expected = run(api, scenario, KubeSchedulerLauncher(api, args.cluster))
+            got = run(api, scenario, kubesched)
+            problems = compare(expected, got)
+            verdict = "differs" if problems else "agrees"
+            bound = sum(p["node"] is not None for p in expected["pods"])
+            sys.stderr.write(
+                f"seed {seed}: {verdict} ({len(scenario.pods)} pods, {bound} bound, "
+                f"{len(scenario.steps)} steps, moved by {expected['movedBy']})\n"
+            )
+            for problem in problems:
+                sys.stderr.write(f"  {problem}\n")
+            if problems:
+                differing += 1
+                args.out.mkdir(parents=True, exist_ok=True)
+                doc = {
+                    "description": f"seed {seed}: " + "; ".join(problems),
+                    "setup": scenario.setup,
+                    "pods": scenario.pods,
+                    "steps": scenario.steps,
+                    "watch": scenario.watch,
+                }
+                (args.out / f"{scenario.name}.yaml").write_text(
+                    yaml.safe_dump(doc, sort_keys=False)
+                )
+    finally:
+        cluster.down(args.cluster)
+    sys.stderr.write(f"{differing} of {args.seeds} seeds differ\n")
+    sys.exit(1 if differing else 0)
+
+
+if __name__ == "__main__":
+    main()
