@@ -4,12 +4,13 @@
 Each seed makes a small cluster in which every pending pod is pinned to a node of its own (by
 ``kubernetes.io/hostname``) and kept off it by one to three blockers (the node's CPU taken by a
 running pod, a label the pod selects missing, a taint, the node cordoned, a running pod the
-pod's required anti-affinity selects, a host port taken), then a random sequence of changes
-that lift some blockers and make changes no pod waits for, with pauses between them. A pod's
-fate depends on its node only, so no tie-break or queue order can make the two schedulers
-differ; they must agree on which pods end up bound, none later than kube-scheduler + 1 s (plus
-0.75 s: backoffs end on whole seconds of the clock) after the last change, the final message
-of the others, and the cluster events that moved pods out of unschedulablePods.
+pod's required anti-affinity selects, a host port taken, no running pod its required affinity
+selects, a scheduling gate), then a random sequence of changes that lift some blockers and
+make changes no pod waits for, with pauses between them. A pod's fate depends on its node only,
+so no tie-break or queue order can make the two schedulers differ; they must agree on which
+pods end up bound, none later than kube-scheduler + 1 s (plus 0.75 s: backoffs end on whole
+seconds of the clock) after the last change, the final message of the others, and the cluster
+events that moved pods out of unschedulablePods.
 
 A seed where they differ is written to ``--out`` as a dynamics scenario, to be looked into and,
 once understood, recorded into ``dynamics/`` (``dynamics.py``) like the hand-written ones.
@@ -45,7 +46,7 @@ from kubesched import cluster
 
 #: Extra lateness allowed: backoffs end on whole seconds of the clock (backoffQ's windows).
 SLACK = 0.75
-BLOCKERS = ("cpu", "label", "taint", "cordon", "anti", "port")
+BLOCKERS = ("cpu", "label", "taint", "cordon", "anti", "port", "affinity", "gate")
 IMAGE = "registry.k8s.io/pause:3.10"
 
 
@@ -116,17 +117,21 @@ def generate(seed: int) -> Scenario:
             "nodeSelector": selector,
             "containers": [_container("1", 8080 if "port" in blockers else None)],
         }
-        if "anti" in blockers:
-            spec["affinity"] = {
-                "podAntiAffinity": {
-                    "requiredDuringSchedulingIgnoredDuringExecution": [
-                        {
-                            "labelSelector": {"matchLabels": {"app": f"hog-{i}"}},
-                            "topologyKey": "kubernetes.io/hostname",
-                        }
-                    ]
+        affinity: dict[str, Any] = {}
+        for b, kind, app in (
+            ("anti", "podAntiAffinity", "hog"),
+            ("affinity", "podAffinity", "friend"),
+        ):
+            if b in blockers:
+                term = {
+                    "labelSelector": {"matchLabels": {"app": f"{app}-{i}"}},
+                    "topologyKey": "kubernetes.io/hostname",
                 }
-            }
+                affinity[kind] = {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+        if affinity:
+            spec["affinity"] = affinity
+        if "gate" in blockers:
+            spec["schedulingGates"] = [{"name": "example.com/gate"}]
         pods.append(
             {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p{i}"}, "spec": spec}
         )
@@ -135,6 +140,11 @@ def generate(seed: int) -> Scenario:
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {"name": hog, "namespace": "default"},
+        }
+        pod_ref = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"p{i}", "namespace": "default"},
         }
         # What lifts each blocker (one way, chosen at random where there are several).
         steps: list[dict[str, Any]] = []
@@ -158,8 +168,22 @@ def generate(seed: int) -> Scenario:
                 steps.append(
                     {"patch": {**node_ref, "patch": {"metadata": {"labels": {"tier": "gold"}}}}}
                 )
-            elif b == "taint":
+            elif b == "taint" and rng.random() < 0.5:
                 steps.append({"patch": {**node_ref, "patch": {"spec": {"taints": None}}}})
+            elif b == "taint":
+                toleration = {"key": "dedicated", "value": "x", "effect": "NoSchedule"}
+                patch = {"spec": {"tolerations": [toleration]}}
+                steps.append({"patch": {**pod_ref, "patch": patch}})
+            elif b == "affinity":
+                friend = {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {"name": f"friend-{i}", "labels": {"app": f"friend-{i}"}},
+                    "spec": {"nodeName": name, "containers": [_container("100m", None)]},
+                }
+                steps.append({"create": friend})
+            elif b == "gate":
+                steps.append({"patch": {**pod_ref, "patch": {"spec": {"schedulingGates": None}}}})
             elif b == "cordon":
                 steps.append({"patch": {**node_ref, "patch": {"spec": {"unschedulable": None}}}})
         # Some pods keep a blocker for good.
@@ -172,6 +196,7 @@ def generate(seed: int) -> Scenario:
             if "label" not in blockers
             else {"patch": {**node_ref, "patch": {"metadata": {"annotations": {"seen": "yes"}}}}}
         )
+        others.append({"patch": {**pod_ref, "patch": {"metadata": {"labels": {"seen": "yes"}}}}})
     others.append({"create": _node("extra", 4, labels={"zone": "b"}, taint=False, cordon=False)})
     # Interleave: each pod's own changes stay in their order.
     queues = [list(s) for s in lifts if s] + [[o] for o in rng.sample(others, rng.randint(0, 2))]
