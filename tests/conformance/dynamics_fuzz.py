@@ -22,23 +22,20 @@ Run from the repository root:
 from __future__ import annotations
 
 import argparse
-import contextlib
 import random
 import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import yaml
-from sched_e2e import SchedulerProcess, start_scheduler
+from sched_e2e import scenario_launcher
 
 from conformance.dynamics import (
     DEFAULT_CONFIG,
     LATENESS,
     KubeSchedulerLauncher,
     Scenario,
-    Scheduler,
     run,
 )
 from conformance.regenerate import Api
@@ -256,17 +253,6 @@ def compare(expected: dict[str, Any], got: dict[str, Any]) -> list[str]:
     return problems
 
 
-class _Kubesched:
-    def __init__(self, process: SchedulerProcess) -> None:
-        self.process = process
-
-    def metrics(self) -> str:
-        code, body = self.process.get("/metrics")
-        if code != 200:
-            raise RuntimeError(f"/metrics answered {code}")
-        return body
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=10, help="how many seeds")
@@ -280,15 +266,7 @@ def main() -> None:
     kubeconfig = info.client_kubeconfig("system:kube-scheduler")
     work = Path(tempfile.mkdtemp(prefix="dynamics-fuzz-"))
 
-    @contextlib.contextmanager
-    def kubesched(config: dict[str, Any], s: Scenario) -> Iterator[Scheduler]:
-        process = start_scheduler(config, work / s.name, kubeconfig=kubeconfig)
-        try:
-            process.wait_ready()
-            yield _Kubesched(process)
-        finally:
-            process.popen.terminate()
-            process.wait_exit(30)
+    kubesched = scenario_launcher(kubeconfig, work)
 
     differing = 0
     try:

@@ -33,6 +33,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from builders import make_node, make_pod
 from kubesched.cluster import ClusterInfo
+from kubesched.config import format_duration
 
 T = TypeVar("T")
 
@@ -667,3 +668,44 @@ def apiserver_restarter(info: ClusterInfo) -> Iterator[RestartableAPIServer]:
         yield server
     finally:
         server.close()
+
+
+class _ScenarioScheduler:
+    """A running ``kubesched run`` as the dynamics scenarios read it: its metrics."""
+
+    def __init__(self, process: SchedulerProcess) -> None:
+        self.process = process
+
+    def metrics(self) -> str:
+        code, body = self.process.get("/metrics")
+        if code != 200:
+            raise RuntimeError(f"/metrics answered {code}: {body}")
+        return body
+
+
+def scenario_launcher(
+    kubeconfig: Path, directory: Path, *, show_log: bool = False
+) -> Callable[[Mapping[str, Any], Any], contextlib.AbstractContextManager[_ScenarioScheduler]]:
+    """A launcher of ``kubesched run`` (at DEBUG) for ``conformance.dynamics.run``: started with
+    a scenario's configuration and ``podMaxInUnschedulablePodsDuration``, stopped when the
+    scenario ends (printing the end of its log if ``show_log``)."""
+
+    @contextlib.contextmanager
+    def launch(config: Mapping[str, Any], scenario: Any) -> Iterator[_ScenarioScheduler]:
+        extra = ["--log-level=DEBUG"]
+        if scenario.max_in_unschedulable is not None:
+            duration = format_duration(float(scenario.max_in_unschedulable))
+            extra.append(f"--pod-max-in-unschedulable-pods-duration={duration}")
+        process = start_scheduler(
+            config, directory / scenario.name, kubeconfig=kubeconfig, extra_args=extra
+        )
+        try:
+            process.wait_ready()
+            yield _ScenarioScheduler(process)
+        finally:
+            process.popen.terminate()
+            process.wait_exit(30)
+            if show_log:
+                print(process.log()[-20000:])
+
+    return launch

@@ -12,21 +12,18 @@ says instead.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
-from sched_e2e import SchedulerProcess, start_scheduler
+from sched_e2e import scenario_launcher
 
-from conformance.dynamics import Scenario, Scheduler, compare, diverged, load, names
+from conformance.dynamics import compare, diverged, load, names
 from conformance.dynamics import run as run_scenario
 from conformance.regenerate import Api
 from kubesched import cluster
-from kubesched.config import format_duration
 
 
 @pytest.fixture(scope="module")
@@ -39,16 +36,6 @@ def dynamics_cluster() -> Iterator[cluster.ClusterInfo]:
         cluster.down(name)
 
 
-class _Kubesched:
-    def __init__(self, process: SchedulerProcess) -> None:
-        self.process = process
-
-    def metrics(self) -> str:
-        code, body = self.process.get("/metrics")
-        assert code == 200, body
-        return body
-
-
 @pytest.mark.parametrize("name", names())
 def test_scenario_agrees_with_kube_scheduler(
     name: str, dynamics_cluster: cluster.ClusterInfo, tmp_path: Path
@@ -57,21 +44,7 @@ def test_scenario_agrees_with_kube_scheduler(
     expected = yaml.safe_load(scenario.expected_path.read_text())
     kubeconfig = dynamics_cluster.client_kubeconfig("system:kube-scheduler")
 
-    @contextlib.contextmanager
-    def launch(config: dict[str, Any], s: Scenario) -> Iterator[Scheduler]:
-        extra = ["--log-level=DEBUG"]
-        if s.max_in_unschedulable is not None:
-            duration = format_duration(float(s.max_in_unschedulable))
-            extra.append(f"--pod-max-in-unschedulable-pods-duration={duration}")
-        process = start_scheduler(config, tmp_path, kubeconfig=kubeconfig, extra_args=extra)
-        try:
-            process.wait_ready()
-            yield _Kubesched(process)
-        finally:
-            process.popen.terminate()
-            process.wait_exit(30)
-            print(process.log()[-20000:])
-
+    launch = scenario_launcher(kubeconfig, tmp_path, show_log=True)
     got = run_scenario(Api(dynamics_cluster), scenario, launch)
     problems = compare(expected, got, scenario)
     if scenario.divergence is not None:

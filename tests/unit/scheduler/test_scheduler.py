@@ -17,6 +17,7 @@ from kubesched.framework import (
     CycleState,
     Plugin,
     PreBindPlugin,
+    QueuedPodInfo,
     Registry,
     ReservePlugin,
     Snapshot,
@@ -96,14 +97,20 @@ def test_a_binding_cycle_leaves_the_set_in_flight_when_it_ends() -> None:
     asyncio.run(main())
 
 
+def _one_in_binding(cluster: MemoryCluster) -> tuple[Scheduler, QueuedPodInfo]:
+    """A scheduler with pod ``p`` scheduled and its binding cycle started, not yet run."""
+    scheduler = _scheduler(cluster)
+    _add_pod(cluster, scheduler, "p")
+    qpi = scheduler.queue.try_pop()
+    assert qpi is not None
+    scheduler.schedule_one(qpi)
+    return scheduler, qpi
+
+
 def test_drain_returns_though_a_binding_task_was_cancelled_before_it_ran() -> None:
     async def main() -> None:
         cluster = MemoryCluster()
-        scheduler = _scheduler(cluster)
-        _add_pod(cluster, scheduler, "p")
-        qpi = scheduler.queue.try_pop()
-        assert qpi is not None
-        scheduler.schedule_one(qpi)
+        scheduler, _ = _one_in_binding(cluster)
         (task,) = scheduler._binding.values()
         task.cancel()
         await asyncio.wait_for(scheduler.drain(), timeout=5)
@@ -116,11 +123,7 @@ def test_drain_returns_though_a_binding_task_was_cancelled_before_it_ran() -> No
 def test_a_failed_bind_forgets_the_assumed_pod() -> None:
     async def main() -> None:
         cluster = MemoryCluster()
-        scheduler = _scheduler(cluster)
-        _add_pod(cluster, scheduler, "p")
-        qpi = scheduler.queue.try_pop()
-        assert qpi is not None
-        scheduler.schedule_one(qpi)
+        scheduler, qpi = _one_in_binding(cluster)
         assert scheduler.cache.is_assumed(qpi.pod.metadata.uid)
         del cluster.pods[qpi.pod.key]  # deleted before the binding: the API server refuses it
         await scheduler.drain()
@@ -139,12 +142,7 @@ def test_a_failed_bind_says_which_plugin_failed() -> None:
             raise RuntimeError(f'pods "{name}" is forbidden: binding refused')
 
     async def main() -> None:
-        cluster = Refusing()
-        scheduler = _scheduler(cluster)
-        _add_pod(cluster, scheduler, "p")
-        qpi = scheduler.queue.try_pop()
-        assert qpi is not None
-        scheduler.schedule_one(qpi)
+        scheduler, _ = _one_in_binding(Refusing())
         await scheduler.drain()
         assert isinstance(scheduler.writer, _Writer)
         assert scheduler.writer.failures == [
