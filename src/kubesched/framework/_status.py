@@ -76,7 +76,7 @@ class Status:
     @classmethod
     def raised(cls, error: BaseException, plugin: str = "") -> Status:
         """An ``Error`` status for an exception nobody expected (a plugin's bug): its type
-        leads the message, as a Go panic's value would not say otherwise what went wrong."""
+        leads the message, since a bare exception text (a ``KeyError``'s key) says little."""
         return cls(Code.ERROR, f"{type(error).__name__}: {error}", plugin=plugin, error=error)
 
     def wrapped(self, context: str, plugin: str = "") -> Status:
