@@ -43,6 +43,10 @@ from kubesched import cluster
 
 #: Extra lateness allowed: backoffs end on whole seconds of the clock (backoffQ's windows).
 SLACK = 0.75
+#: Moving events kubesched knowingly has where kube-scheduler v1.34.4 has none: a pod rejected
+#: by InterPodAffinity is retried when its own labels change, as upstream does since PR #135394
+#: (the recorded divergence ``anti-affinity-pending-relabelled``).
+KNOWN_EXTRA_MOVES = frozenset({"UnschedulablePodUpdatePodLabel"})
 BLOCKERS = ("cpu", "label", "taint", "cordon", "anti", "port", "affinity", "gate")
 IMAGE = "registry.k8s.io/pause:3.10"
 
@@ -248,7 +252,8 @@ def compare(expected: dict[str, Any], got: dict[str, Any]) -> list[str]:
             )
         if p["first"] != want["first"]:
             problems.append(f"{want['pod']}: first {p['first']} != {want['first']}")
-    if got["movedBy"] != expected["movedBy"]:
+    moved, want_moved = set(got["movedBy"]), set(expected["movedBy"])
+    if not want_moved <= moved or not moved - want_moved <= KNOWN_EXTRA_MOVES:
         problems.append(f"moved by {got['movedBy']}, kube-scheduler by {expected['movedBy']}")
     return problems
 

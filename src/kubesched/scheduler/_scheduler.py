@@ -279,8 +279,9 @@ class Scheduler:
         try:
             result = fwk.schedule_pod(state, pod, plugin_scores=self._observer is not None)
         except FitError as fit:
-            # No PostFilter: the nomination is cleared. A PostFilter's ``None``: left alone.
-            nominated: str | None = ""
+            # Left as the pod's status says without PostFilter plugins (upstream's empty
+            # ScheduleResult: ModeNoop), or when PostFilter answers ``None``.
+            nominated: str | None = None
             if fwk.post_filter_plugins:
                 filtered = fit.diagnosis.node_statuses(fwk.snapshot)
                 nominated, pf = fwk.run_post_filter(state, pod, filtered)
@@ -448,7 +449,8 @@ class Scheduler:
         """``handleSchedulingFailure``: tell the user, and put the pod back in the queue.
 
         ``nominated`` is the pod's nominated node from now on: ``""`` clears a nomination (every
-        failure but a PostFilter's decision), ``None`` leaves it as the pod's status says.
+        failure but a FitError, where PostFilter decides), ``None`` leaves it as the pod's
+        status says.
         """
         pod = qpi.pod
         if self.metrics is not None:

@@ -34,6 +34,8 @@ class _Writer:
     def __init__(self) -> None:
         #: (reason, message) of each failure written, in order.
         self.failures: list[tuple[str, str]] = []
+        #: The nominated node each failure wrote: ``""`` clears, ``None`` leaves it.
+        self.nominations: list[str | None] = []
 
     def scheduled(self, pod: object, node: str, profile: str) -> None:
         pass
@@ -42,6 +44,7 @@ class _Writer:
         self, pod: object, reason: str, message: str, profile: str, nominated_node: str | None
     ) -> None:
         self.failures.append((reason, message))
+        self.nominations.append(nominated_node)
 
 
 def _scheduler(
@@ -183,6 +186,47 @@ def test_a_failed_binding_retries_the_pods_its_assumption_kept_out() -> None:
         await scheduler.drain()
         assert scheduler.cache.pod_count == 0
         assert queue.where(second.metadata.uid) in ("active", "backoff")
+
+    asyncio.run(main())
+
+
+def test_without_post_filter_plugins_a_failure_leaves_the_nomination() -> None:
+    """With no PostFilter plugin, kube-scheduler's failed cycle returns an empty ScheduleResult
+    (its nominating mode Noop): the pod's nominated node stays, in its status and the
+    nominator, where a PostFilter's own verdict or any other failure decides otherwise."""
+    config = load_config_from_dict(
+        {
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            "profiles": [
+                {
+                    "schedulerName": "default-scheduler",
+                    "plugins": {
+                        "multiPoint": {
+                            "disabled": [
+                                {"name": "DefaultPreemption"},
+                                {"name": "DynamicResources"},
+                            ]
+                        }
+                    },
+                }
+            ],
+        },
+        plugin_names=default_registry(),
+    )
+
+    async def main() -> None:
+        cluster = MemoryCluster()
+        scheduler = _scheduler(cluster, config)
+        assert not next(iter(scheduler.profiles.values())).post_filter_plugins
+        pod = make_pod("big", cpu="8")
+        pod = msgspec.structs.replace(
+            pod, status=msgspec.structs.replace(pod.status, nominated_node_name="n1")
+        )
+        assert _attempt(cluster, scheduler, pod).reason == "Unschedulable"
+        assert isinstance(scheduler.writer, _Writer)
+        assert scheduler.writer.nominations == [None]
+        assert scheduler.queue.nominated_node(pod.metadata.uid) == "n1"
 
     asyncio.run(main())
 
