@@ -121,9 +121,10 @@ class PodActivator(Protocol):
 class PodEvictor(Protocol):
     """How a front end carries a preemption out on the cluster."""
 
-    async def evict(self, victim: Pod, preemptor: Pod) -> None:
+    async def evict(self, victim: Pod, preemptor: Pod) -> bool:
         """Set the victim's ``DisruptionTarget`` condition (reason ``PreemptionByScheduler``)
-        and delete it gracefully. A victim that is already gone is not an error."""
+        and delete it gracefully; ``False`` when it was already gone, which is not an error
+        (and gets no ``Preempted`` event, as in kube-scheduler)."""
         ...
 
     def preempted(self, victim: Pod, preemptor: Pod, node: str, profile: str) -> None:

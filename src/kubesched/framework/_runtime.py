@@ -357,7 +357,8 @@ class Framework:
         if waiting is not None:
             waiting.reject(plugin, "preempted")
         elif self._evictor is not None:
-            await self._evictor.evict(victim, preemptor)
+            if not await self._evictor.evict(victim, preemptor):
+                return
         else:
             log.debug("no evictor: victim %s of %s left in place", victim.key, preemptor.key)
             return

@@ -60,6 +60,7 @@ from kubesched.kube._events import (
     EventV1,
     ObjectReference,
     object_reference,
+    truncate_message,
     update_pod_condition,
 )
 from kubesched.kube._http1 import ConnectionPool, TransportError
@@ -134,6 +135,7 @@ __all__ = [
     "object_reference",
     "patch_custom_object_status",
     "reconcile",
+    "truncate_message",
     "update_pod_condition",
     "with_retries",
 ]

@@ -53,6 +53,7 @@ __all__ = [
     "format_micro_time",
     "format_time",
     "object_reference",
+    "truncate_message",
     "update_pod_condition",
 ]
 
@@ -155,6 +156,15 @@ class EventV1(msgspec.Struct, rename="camel", omit_defaults=True, kw_only=True):
     related: ObjectReference | None = None
     note: str = ""
     type: str
+
+
+def truncate_message(message: str) -> str:
+    """kube-scheduler's ``truncateMessage`` for a FailedScheduling note: a message longer than
+    an event's note may be keeps its first bytes and says it was cut (``" ..."``)."""
+    suffix = " ..."
+    if len(message.encode()) <= NOTE_LENGTH_LIMIT:
+        return message
+    return _truncate_utf8(message, NOTE_LENGTH_LIMIT - len(suffix)) + suffix
 
 
 def _truncate_utf8(text: str, limit: int) -> str:

@@ -64,6 +64,7 @@ from kubesched.kube import (
     ResourceEventHandler,
     api_path,
     patch_custom_object_status,
+    truncate_message,
     update_pod_condition,
 )
 from kubesched.scheduler._assembly import new_scheduler
@@ -238,7 +239,7 @@ class _Writer:
             type=EVENT_TYPE_WARNING,
             reason="FailedScheduling",
             action=ACTION_SCHEDULING,
-            note=message,
+            note=truncate_message(message),
         )
         condition = PodCondition(
             type="PodScheduled", status="False", reason=reason, message=message
@@ -270,9 +271,9 @@ class _Writer:
 
     # -- the framework's PodEvictor (preemption) -------------------------------------------------
 
-    async def evict(self, victim: Pod, preemptor: Pod) -> None:
+    async def evict(self, victim: Pod, preemptor: Pod) -> bool:
         """``DisruptionTarget=True`` (``PreemptionByScheduler``) on the victim, then a graceful
-        delete, as kube-scheduler's ``PreemptPod``; a victim already gone is fine."""
+        delete, as kube-scheduler's ``PreemptPod``; ``False`` for a victim already gone."""
         condition = PodCondition(
             type="DisruptionTarget",
             status="True",
@@ -287,8 +288,9 @@ class _Writer:
             await self._client.delete(api_path("pods", namespace=meta.namespace, name=meta.name))
         except NotFound:
             log.info("victim pod %s of %s is already deleted", victim.key, preemptor.key)
-            return
+            return False
         log.info("preemptor pod %s preempted victim pod %s", preemptor.key, victim.key)
+        return True
 
     def preempted(self, victim: Pod, preemptor: Pod, node: str, profile: str) -> None:
         self.recorders[profile].event(

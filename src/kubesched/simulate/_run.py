@@ -199,10 +199,11 @@ class _Recorder:
         #: Preemptor UID -> its victims (``namespace/name``).
         self.victims: dict[str, list[str]] = {}
 
-    async def evict(self, victim: Pod, preemptor: Pod) -> None:
+    async def evict(self, victim: Pod, preemptor: Pod) -> bool:
         assert self.scheduler is not None
         self.victims.setdefault(preemptor.metadata.uid, []).append(victim.key)
         self.scheduler.on_pod_delete(victim)
+        return True
 
     def preempted(self, victim: Pod, preemptor: Pod, node: str, profile: str) -> None:
         """Nothing to record beyond :meth:`evict`'s bookkeeping."""

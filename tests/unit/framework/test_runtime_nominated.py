@@ -379,11 +379,14 @@ def test_the_nominated_node_is_tried_first_and_alone() -> None:
 
 
 class Evictor:
-    def __init__(self) -> None:
+    def __init__(self, gone: frozenset[str] = frozenset()) -> None:
         self.calls: list[tuple[Any, ...]] = []
+        #: Victims already deleted when evicted.
+        self.gone = gone
 
-    async def evict(self, victim: Pod, preemptor: Pod) -> None:
+    async def evict(self, victim: Pod, preemptor: Pod) -> bool:
         self.calls.append(("evict", victim.metadata.name, preemptor.metadata.name))
+        return victim.metadata.name not in self.gone
 
     def preempted(self, victim: Pod, preemptor: Pod, node: str, profile: str) -> None:
         self.calls.append(("event", victim.metadata.name, node, profile))
@@ -413,6 +416,21 @@ async def test_victims_are_evicted_or_rejected_at_permit() -> None:
         ("event", "victim", "n1", "test"),
         ("event", "waiting", "n1", "test"),
         ("clear", "victim"),
+    ]
+
+
+async def test_a_victim_already_gone_gets_no_preempted_event() -> None:
+    """``PreemptPod`` returns before recording the event when the deletion finds no pod."""
+    fw = framework(cluster())
+    evictor = Evictor(gone=frozenset({"gone"}))
+    fw.set_evictor(evictor)
+    preemptor = make_pod("pre")
+    await fw.preempt_pod(preemptor, make_pod("gone"), "n1", "DefaultPreemption")
+    await fw.preempt_pod(preemptor, make_pod("there"), "n1", "DefaultPreemption")
+    assert evictor.calls == [
+        ("evict", "gone", "pre"),
+        ("evict", "there", "pre"),
+        ("event", "there", "n1", "test"),
     ]
 
 

@@ -20,7 +20,7 @@ from kube_fakes import (
 )
 
 from kubesched.api import Pod, PodCondition
-from kubesched.kube import EventRecorder, ObjectReference, update_pod_condition
+from kubesched.kube import EventRecorder, ObjectReference, truncate_message, update_pod_condition
 
 
 class Clock:
@@ -408,3 +408,13 @@ async def test_events_get_a_rate_limiter_of_their_own() -> None:
     assert (events.limiter.qps, events.limiter.burst) == (5, 7)
     # Same connections: closing the original is enough.
     assert events.transport is client.transport
+
+
+def test_a_failed_scheduling_message_is_cut_as_kube_scheduler_cuts_it() -> None:
+    """``truncateMessage``: up to 1,024 bytes as it is; longer, its first 1,020 bytes and
+    ``" ..."`` (never half a character)."""
+    assert truncate_message("x" * 1024) == "x" * 1024
+    assert truncate_message("x" * 1025) == "x" * 1020 + " ..."
+    cut = truncate_message("é" * 600)
+    assert cut == "é" * 510 + " ..."
+    assert len(cut.encode()) <= 1024

@@ -179,13 +179,14 @@ class Evictor:
         self.events: list[tuple[str, str, str]] = []
         self.cleared: list[str] = []
 
-    async def evict(self, victim: Pod, preemptor: Pod) -> None:
+    async def evict(self, victim: Pod, preemptor: Pod) -> bool:
         await asyncio.sleep(0)
         if victim.metadata.name in self.fail:
             raise RuntimeError(f"cannot delete {victim.metadata.name}")
         self.evicted.append(victim.metadata.name)
         if victim.metadata.name not in self.graceful:
             self.snapshot.remove_pod(victim.metadata.uid)
+        return True
 
     def preempted(self, victim: Pod, preemptor: Pod, node: str, profile: str) -> None:
         note = f"Preempted by pod {preemptor.metadata.uid} on node {node}"

@@ -61,10 +61,11 @@ class Cluster:
         )
 
     # PodEvictor
-    async def evict(self, victim: Pod, preemptor: Pod) -> None:
+    async def evict(self, victim: Pod, preemptor: Pod) -> bool:
         gone = self.pods.pop(victim.metadata.uid, None)
         if gone is not None:
             self.sched.on_pod_delete(gone)
+        return gone is not None
 
     def preempted(self, victim: Pod, preemptor: Pod, node: str, profile: str) -> None:
         self.events.append(
@@ -248,11 +249,13 @@ class _DeletedMeanwhile(Cluster):
     """The victims of the first eviction are all deleted at once, as if by someone else: the
     evictions after it find theirs gone (NotFound), with no deletion event of their own."""
 
-    async def evict(self, victim: Pod, preemptor: Pod) -> None:
+    async def evict(self, victim: Pod, preemptor: Pod) -> bool:
         node = victim.spec.node_name
+        evicted = False
         for other in [p for p in self.pods.values() if p.spec.node_name == node]:
             if other.metadata.uid != preemptor.metadata.uid:
-                await super().evict(other, preemptor)
+                evicted = await super().evict(other, preemptor) or evicted
+        return evicted
 
 
 async def test_a_preemptor_whose_victims_went_while_it_was_held_is_not_left_waiting() -> None:

@@ -53,3 +53,17 @@ async def test_an_unwritten_nomination_survives_a_newer_update_that_leaves_it() 
         "nominatedNodeName": "n2",
     }
     assert client.patches[-1]["conditions"][0]["message"] == "third"
+
+
+async def test_a_long_failure_message_is_cut_in_the_event_only() -> None:
+    """kube-scheduler cuts the FailedScheduling note (``truncateMessage``), not the condition."""
+    client = _SlowFirstPatch()
+    writer = _Writer(cast(Any, client), cast(Any, {"default-scheduler": None}))
+    recorder = writer.recorders["default-scheduler"]
+    notes: list[str] = []
+    recorder.event = lambda obj, **kw: notes.append(kw["note"])  # type: ignore[method-assign]
+    message = "0/5000 nodes are available: " + "x" * 2000
+    writer.failed(make_pod("p"), "Unschedulable", message, "default-scheduler", None)
+    await writer.aclose()
+    assert notes == [message[:1020] + " ..."]
+    assert client.patches[0]["conditions"][0]["message"] == message
