@@ -75,6 +75,9 @@ from kubesched.framework._snapshot import NodeTrial, Snapshot
 from kubesched.framework._status import Code, Status, go_quote
 from kubesched.framework._table import IntArray
 
+#: ``maxTimeout``: the longest a Permit plugin may hold a pod; a longer wait is cut to it.
+MAX_PERMIT_WAIT = 15 * 60.0
+
 P = TypeVar("P", bound=Plugin)
 T = TypeVar("T")
 
@@ -516,7 +519,7 @@ class Framework:
                     if len(narrowed_by) == 1:
                         msg = f"node(s) didn't satisfy plugin {narrowed_by[0]}"
                     else:
-                        plugins = _go_list(narrowed_by)
+                        plugins = _go_list(sorted(narrowed_by))
                         msg = f"node(s) didn't satisfy plugin(s) {plugins} simultaneously"
                     status = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, msg)
                     self._observe("PreFilter", start, status)
@@ -1194,7 +1197,7 @@ class Framework:
             if s is None or s.code == Code.SUCCESS:
                 continue
             if s.code == Code.WAIT:
-                waits[p.name] = timeout
+                waits[p.name] = min(timeout, MAX_PERMIT_WAIT)
                 continue
             status = s.with_plugin(p.name)
             if not status.is_rejected():

@@ -103,6 +103,17 @@ class OnlyNamed(PreFilterPlugin):
         return PreFilterResult(set(want.split(",")) if want else set()), None
 
 
+class AlsoNamed(OnlyNamed):
+    """:class:`OnlyNamed` under another name, reading the ``also`` annotation."""
+
+    name = "AlsoNamed"
+
+    def pre_filter(
+        self, state: CycleState, pod: Pod, nodes: Nodes
+    ) -> tuple[PreFilterResult | None, Status | None]:
+        return PreFilterResult(set(pod.metadata.annotations["also"].split(","))), None
+
+
 class ByIndex(ScorePlugin):
     """Scores a node by the number in its name; normalizes to 0..100."""
 
@@ -233,6 +244,7 @@ REGISTRY = Registry(
             NoGpuLabel,
             Broken,
             OnlyNamed,
+            AlsoNamed,
             ByIndex,
             Flat,
             TooHigh,
@@ -351,6 +363,30 @@ def test_prefilter_result_narrows_and_skip_is_honoured() -> None:
     with pytest.raises(FitError) as e:
         fw.schedule_pod(CycleState(), make_pod("r", annotations={"only": ""}))
     assert str(e.value) == "0/4 nodes are available: node(s) didn't satisfy plugin OnlyNamed."
+
+
+def test_prefilter_results_that_leave_no_node_name_their_plugins_sorted() -> None:
+    """``node(s) didn't satisfy plugin(s) [A B] simultaneously``: upstream lists the plugins as
+    a sorted set, whatever their order in the profile."""
+    fw = framework(cluster(), preFilter=[("OnlyNamed", 1), ("AlsoNamed", 1)])
+    pod = make_pod("p", annotations={"only": "n1", "also": "n2"})
+    _, status, _ = fw.run_pre_filter(CycleState(), pod, fw.all_nodes())
+    assert status == Status(
+        Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+        "node(s) didn't satisfy plugin(s) [AlsoNamed OnlyNamed] simultaneously",
+    )
+
+
+async def test_a_permit_wait_is_cut_to_fifteen_minutes() -> None:
+    """``maxTimeout``: a Permit plugin asking for a longer wait gets 15 minutes."""
+    fw = framework(cluster(), permit=[("Gang", 1)])
+    pod = make_pod("p", annotations={"wait": "1800"})
+    fw.run_permit(CycleState(), pod, "n3")
+    waiting = fw.get_waiting_pod(pod.metadata.uid)
+    assert waiting is not None
+    (timer,) = waiting._timers
+    assert timer.when() - asyncio.get_running_loop().time() == pytest.approx(900, abs=1)
+    waiting.allow("Gang")
 
 
 def test_prefilter_result_of_several_names_keeps_the_node_order() -> None:

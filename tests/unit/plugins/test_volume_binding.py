@@ -1165,6 +1165,31 @@ def test_check_bindings_claim_ref_reset() -> None:
     )
 
 
+def test_check_bindings_pv_deleted_meanwhile() -> None:
+    """The assume cache's wording of an object it no longer has, as upstream's
+    ``NotFoundError`` (``could not find v1.PersistentVolume "name"``)."""
+    pod = binder_pod(UNBOUND)
+    snapshot = cluster([NODE1], [*BINDER_CLASSES, UNBOUND, PV_NODE1A])
+
+    class Deleting(FakeClient):
+        async def patch_persistent_volume(
+            self, name: str, patch: Mapping[str, Any], *, status: bool = False
+        ) -> PersistentVolume:
+            out = await super().patch_persistent_volume(name, patch, status=status)
+            self.snapshot.objects.delete(PersistentVolume, name)
+            return out
+
+    plugin = plugin_for(snapshot, client=Deleting(snapshot))
+    state = CycleState()
+    plugin.pre_filter(state, pod, all_nodes(snapshot))
+    plugin.filter_nodes(state, pod, all_nodes(snapshot))
+    plugin.reserve(state, pod, "node1")
+    assert run(plugin.pre_bind(state, pod, "node1")) == Status(
+        Code.ERROR,
+        'binding volumes: failed to check binding: could not find v1.PersistentVolume "pv-node1a"',
+    )
+
+
 # --- queueing hints -----------------------------------------------------------------------------
 
 

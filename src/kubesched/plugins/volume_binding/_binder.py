@@ -700,11 +700,14 @@ def check_bindings(
         pv = cache.pvs.api_object(bound_pv.metadata.name)
         if pv is None:
             raise VolumeBindingError(
-                f'failed to check binding: cannot find PV "{bound_pv.metadata.name}"'
+                "failed to check binding: could not find v1.PersistentVolume "
+                f'"{bound_pv.metadata.name}"'
             )
         claim = cache.pvcs.api_object(pvc.metadata.name, pvc.metadata.namespace)
         if claim is None:
-            raise VolumeBindingError(f'failed to check binding: cannot find PVC "{pvc_key(pvc)}"')
+            raise VolumeBindingError(
+                f'failed to check binding: could not find v1.PersistentVolumeClaim "{pvc_key(pvc)}"'
+            )
         if _older(bound_pv.metadata.resource_version, pv.metadata.resource_version):
             return False
         if not volume_node_affinity_matches(pv, labels):
@@ -721,7 +724,8 @@ def check_bindings(
         claim = cache.pvcs.api_object(pvc.metadata.name, pvc.metadata.namespace)
         if claim is None:
             raise VolumeBindingError(
-                f'failed to check provisioning pvc: cannot find PVC "{pvc_key(pvc)}"'
+                "failed to check provisioning pvc: could not find v1.PersistentVolumeClaim "
+                f'"{pvc_key(pvc)}"'
             )
         if _older(pvc.metadata.resource_version, claim.metadata.resource_version):
             return False
