@@ -8,6 +8,7 @@ delete them afterwards, so tests see only their own nodes.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +29,7 @@ from sched_e2e import (
     list_nodes,
 )
 
+from kubesched import cluster
 from kubesched.cluster import ClusterInfo
 
 
@@ -98,3 +100,15 @@ def only_our_nodes(admin_client: Client) -> None:
     others = [n["metadata"]["name"] for n in list_nodes(admin_client)]
     if others:
         pytest.fail(f"the cluster already has nodes this test did not make: {others}")
+
+
+@pytest.fixture(scope="module")
+def dynamics_cluster(request: pytest.FixtureRequest) -> Iterator[ClusterInfo]:
+    """A control plane of the module's own for the dynamics scenarios, which empty the cluster
+    between them."""
+    name = f"e2e-{request.module.__name__.rpartition('.')[2]}-{os.getpid()}".replace("_", "-")
+    info = cluster.up(name)
+    try:
+        yield info
+    finally:
+        cluster.down(name)

@@ -12,8 +12,6 @@ says instead.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,16 +22,6 @@ from conformance.dynamics import compare, diverged, load, names
 from conformance.dynamics import run as run_scenario
 from conformance.regenerate import Api
 from kubesched import cluster
-
-
-@pytest.fixture(scope="module")
-def dynamics_cluster() -> Iterator[cluster.ClusterInfo]:
-    name = f"e2e-dynamics-{os.getpid()}"
-    info = cluster.up(name)
-    try:
-        yield info
-    finally:
-        cluster.down(name)
 
 
 @pytest.mark.parametrize("name", names())

@@ -11,8 +11,6 @@ kinds of moving events; the script runs any others.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,24 +26,14 @@ from kubesched import cluster
 SEEDS = (9, 11, 17, 24)
 
 
-@pytest.fixture(scope="module")
-def random_cluster() -> Iterator[cluster.ClusterInfo]:
-    name = f"e2e-dynamics-random-{os.getpid()}"
-    info = cluster.up(name)
-    try:
-        yield info
-    finally:
-        cluster.down(name)
-
-
 @pytest.mark.parametrize("seed", SEEDS)
 def test_random_scenario_agrees_with_kube_scheduler(
-    seed: int, random_cluster: cluster.ClusterInfo, tmp_path: Path
+    seed: int, dynamics_cluster: cluster.ClusterInfo, tmp_path: Path
 ) -> None:
     scenario = generate(seed)
-    api = Api(random_cluster)
-    expected = run(api, scenario, KubeSchedulerLauncher(api, random_cluster.name))
-    kubeconfig = random_cluster.client_kubeconfig("system:kube-scheduler")
+    api = Api(dynamics_cluster)
+    expected = run(api, scenario, KubeSchedulerLauncher(api, dynamics_cluster.name))
+    kubeconfig = dynamics_cluster.client_kubeconfig("system:kube-scheduler")
     got = run(api, scenario, scenario_launcher(kubeconfig, tmp_path, show_log=True))
     problems = compare(expected, got)
     assert not problems, f"seed {seed}: kube-scheduler {expected}\nkubesched {got}\n" + "\n".join(

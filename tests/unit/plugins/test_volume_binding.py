@@ -1155,14 +1155,19 @@ def test_check_bindings_claim_ref_reset() -> None:
             )
             return out
 
-    plugin = plugin_for(snapshot, client=Resetting(snapshot))
+    assert _pre_bind(snapshot, pod, Resetting(snapshot)) == Status(
+        Code.ERROR, 'binding volumes: ClaimRef got reset for pv "pv-node1a"'
+    )
+
+
+def _pre_bind(snapshot: Snapshot, pod: Pod, client: FakeClient) -> Status | None:
+    """PreBind on node1 after the cycle that chose it, writing through ``client``."""
+    plugin = plugin_for(snapshot, client=client)
     state = CycleState()
     plugin.pre_filter(state, pod, all_nodes(snapshot))
     plugin.filter_nodes(state, pod, all_nodes(snapshot))
     plugin.reserve(state, pod, "node1")
-    assert run(plugin.pre_bind(state, pod, "node1")) == Status(
-        Code.ERROR, 'binding volumes: ClaimRef got reset for pv "pv-node1a"'
-    )
+    return run(plugin.pre_bind(state, pod, "node1"))
 
 
 def test_check_bindings_pv_deleted_meanwhile() -> None:
@@ -1179,12 +1184,7 @@ def test_check_bindings_pv_deleted_meanwhile() -> None:
             self.snapshot.objects.delete(PersistentVolume, name)
             return out
 
-    plugin = plugin_for(snapshot, client=Deleting(snapshot))
-    state = CycleState()
-    plugin.pre_filter(state, pod, all_nodes(snapshot))
-    plugin.filter_nodes(state, pod, all_nodes(snapshot))
-    plugin.reserve(state, pod, "node1")
-    assert run(plugin.pre_bind(state, pod, "node1")) == Status(
+    assert _pre_bind(snapshot, pod, Deleting(snapshot)) == Status(
         Code.ERROR,
         'binding volumes: failed to check binding: could not find v1.PersistentVolume "pv-node1a"',
     )
