@@ -78,8 +78,13 @@ def _container(cpu: str, port: int | None) -> dict[str, Any]:
     return c
 
 
-def generate(seed: int) -> Scenario:
-    """The scenario of ``seed``: its cluster, pinned pending pods and changes."""
+def generate(seed: int, *, preemption: bool = False) -> Scenario:
+    """The scenario of ``seed``: its cluster, pinned pending pods and changes.
+
+    With ``preemption`` DefaultPreemption runs, and some pending pods are of a higher priority
+    than the running pod on their node (which ends at once when deleted): preemption, rather
+    than a change, is what frees the node of it.
+    """
     rng = random.Random(seed)
     setup: list[dict[str, Any]] = []
     pods: list[dict[str, Any]] = []
@@ -89,6 +94,9 @@ def generate(seed: int) -> Scenario:
         name = f"n{i}"
         blockers = rng.sample(BLOCKERS, rng.randint(1, 3))
         cpu = rng.choice((2, 4))
+        preempt = preemption and rng.random() < 0.6
+        if preempt and "cpu" not in blockers:
+            blockers.append("cpu")
         setup.append(
             _node(name, cpu, labels={}, taint="taint" in blockers, cordon="cordon" in blockers)
         )
@@ -102,6 +110,7 @@ def generate(seed: int) -> Scenario:
                     "metadata": {"name": hog, "labels": {"app": f"hog-{i}"}},
                     "spec": {
                         "nodeName": name,
+                        "terminationGracePeriodSeconds": 0,
                         "containers": [
                             _container(
                                 str(cpu) if "cpu" in blockers else "100m",
@@ -133,6 +142,8 @@ def generate(seed: int) -> Scenario:
             spec["affinity"] = affinity
         if "gate" in blockers:
             spec["schedulingGates"] = [{"name": "example.com/gate"}]
+        if preempt:
+            spec["priorityClassName"] = "high"
         pods.append(
             {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p{i}"}, "spec": spec}
         )
@@ -151,6 +162,8 @@ def generate(seed: int) -> Scenario:
         steps: list[dict[str, Any]] = []
         freed = False
         for b in blockers:
+            if preempt and b in ("cpu", "anti", "port"):
+                continue  # left to preemption: the running pod goes as its victim
             if b in ("cpu", "anti", "port") and not freed and rng.random() < 0.5:
                 steps.append({"delete": hog_ref})
                 freed = True
@@ -214,8 +227,12 @@ def generate(seed: int) -> Scenario:
     while steps and "sleep" in steps[-1]:
         steps.pop()
     config = yaml.safe_load(DEFAULT_CONFIG.read_text())
+    if preemption:
+        config["profiles"][0]["plugins"]["multiPoint"]["disabled"] = [{"name": "DynamicResources"}]
+        high = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "value": 1000}
+        setup.insert(0, {**high, "metadata": {"name": "high"}})
     return Scenario(
-        name=f"fuzz-{seed}",
+        name=f"fuzz-{'p-' if preemption else ''}{seed}",
         description=f"random scenario of seed {seed}",
         config=config,
         setup=setup,
@@ -264,6 +281,9 @@ def main() -> None:
     parser.add_argument("--start", type=int, default=1, help="the first seed")
     parser.add_argument("--cluster", default="dynamics-fuzz", help="cluster name")
     parser.add_argument("--out", type=Path, default=Path("fuzz-scenarios"), help="differing seeds")
+    parser.add_argument(
+        "--preemption", action="store_true", help="DefaultPreemption on, some pods preempting"
+    )
     args = parser.parse_args()
     cluster.ensure_binaries(progress=lambda m: sys.stderr.write(m + "\n"))
     info = cluster.up(args.cluster, progress=lambda m: sys.stderr.write(m + "\n"))
@@ -276,7 +296,7 @@ def main() -> None:
     differing = 0
     try:
         for seed in range(args.start, args.start + args.seeds):
-            scenario = generate(seed)
+            scenario = generate(seed, preemption=args.preemption)
             expected = run(api, scenario, KubeSchedulerLauncher(api, args.cluster))
             got = run(api, scenario, kubesched)
             problems = compare(expected, got)
