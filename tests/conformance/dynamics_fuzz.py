@@ -247,9 +247,9 @@ def generate(seed: int, *, preemption: bool = False) -> Scenario:
 
 
 def compare(expected: dict[str, Any], got: dict[str, Any], *, moves: bool = True) -> list[str]:
-    """:func:`conformance.dynamics.compare` without the first messages' timing: the same pods
-    bound, none later than allowed, the same final messages, and (``moves``) the same moving
-    events.
+    """:func:`conformance.dynamics.compare` for random scenarios: the same pods bound (each on
+    the one node it may take), none later than allowed, the same first and final messages,
+    and (``moves``) the same moving events.
 
     With preemption (``moves`` false) the moving events are not compared, nor a first
     decision only one run saw: a victim's deletion moves pods, and binds its preemptor, at a
@@ -322,6 +322,7 @@ def main() -> None:
                 args.out.mkdir(parents=True, exist_ok=True)
                 doc = {
                     "description": f"seed {seed}: " + "; ".join(problems),
+                    "config": scenario.config,
                     "setup": scenario.setup,
                     "pods": scenario.pods,
                     "steps": scenario.steps,
