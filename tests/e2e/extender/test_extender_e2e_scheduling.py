@@ -364,6 +364,11 @@ def test_profiles_with_inter_pod_affinity_and_spreading_get_their_informers(
     )
     ext = extender(["--config", str(config), "--kubeconfig", scheduler_kubeconfig(control_plane)])
     ext.wait_ready()
-    log = ext.log.read_text()
-    assert "informers synced" in log
+
+    def synced_log() -> str:
+        text = ext.log.read_text()
+        return text if "informers synced" in text else ""
+
+    # Ready once every informer has synced; the line saying so is written a turn later.
+    log = wait_for(synced_log, 5, "the extender to log that its informers synced")
     assert "forbidden" not in log.lower()
