@@ -1168,9 +1168,7 @@ class Framework:
             except Exception as e:
                 s = _raised("Reserve", p.name, pod, e)
             if s is not None and s.code != Code.SUCCESS:
-                status = s.with_plugin(p.name)
-                if not status.is_rejected():
-                    status = status.wrapped(f"running Reserve plugin {go_quote(p.name)}")
+                status = _plugin_failure(s, "Reserve", p.name)
                 break
         self._observe("Reserve", start, status)
         return status
@@ -1199,9 +1197,7 @@ class Framework:
             if s.code == Code.WAIT:
                 waits[p.name] = min(timeout, MAX_PERMIT_WAIT)
                 continue
-            status = s.with_plugin(p.name)
-            if not status.is_rejected():
-                status = status.wrapped(f"running Permit plugin {go_quote(p.name)}", p.name)
+            status = _plugin_failure(s, "Permit", p.name)
             break
         if status is None and waits:
             self._waiting[pod.metadata.uid] = _WaitingPod(pod, waits)
@@ -1235,7 +1231,7 @@ class Framework:
             except Exception as e:
                 s = _raised("PreBind", p.name, pod, e)
             if s is not None and s.code not in (Code.SUCCESS, Code.SKIP):
-                return _binding_status(s, "PreBind", p.name)
+                return _plugin_failure(s, "PreBind", p.name)
         return None
 
     async def run_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
@@ -1248,7 +1244,7 @@ class Framework:
                 continue
             if s is None or s.code == Code.SUCCESS:
                 return None
-            return _binding_status(s, "Bind", p.name)
+            return _plugin_failure(s, "Bind", p.name)
         return Status(Code.ERROR, "no bind plugin bound the pod")
 
     def run_post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None:
@@ -1267,9 +1263,9 @@ def _raised(point: str, plugin: str, pod: Pod, e: Exception) -> Status:
     return Status.raised(e, plugin)
 
 
-def _binding_status(s: Status, point: str, plugin: str) -> Status:
-    """A PreBind or Bind plugin's failure as ``RunPreBindPlugins`` / ``RunBindPlugins`` return
-    it: a rejection as it is, an error wrapped with the point and plugin."""
+def _plugin_failure(s: Status, point: str, plugin: str) -> Status:
+    """A Reserve, Permit, PreBind or Bind plugin's failure as the framework's ``Run...Plugins``
+    return it: a rejection as it is, an error wrapped with the point and plugin."""
     s = s.with_plugin(plugin)
     return s if s.is_rejected() else s.wrapped(f"running {point} plugin {go_quote(plugin)}")
 
