@@ -119,9 +119,9 @@ class APIError(KubeschedError):
     def describe(self) -> str:
         """The status code and reason before the message (``409 AlreadyExists: pods "a"
         already exists``)."""
-        if not self.status:
-            return str(self)
-        return f"{self.status} {self.reason}: {self.message}" if self.message else str(self)
+        if self.status and self.message:
+            return f"{self.status} {self.reason}: {self.message}"
+        return str(self)
 
     def __repr__(self) -> str:
         return (
